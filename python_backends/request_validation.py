@@ -1,0 +1,104 @@
+"""Check one rerank request against the limits in config.pbtxt and decode its text.
+
+Every rejection is an `InvalidRequest` whose message goes back to the client as the Triton error,
+so it names the tensor and the limit. Triton itself already rejects missing required tensors and
+wrong dtypes before a model runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .triton_params import ModelParameters
+
+
+class InvalidRequest(ValueError):
+    """The request breaks the tensor contract or a configured limit."""
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    max_documents: int
+    max_document_bytes: int
+    max_query_bytes: int
+
+    @classmethod
+    def from_parameters(cls, params: ModelParameters) -> "InputLimits":
+        return cls(
+            max_documents=params.integer("max_documents", minimum=1),
+            max_document_bytes=params.integer("max_document_bytes", minimum=1),
+            max_query_bytes=params.integer("max_query_bytes", minimum=1),
+        )
+
+
+@dataclass(frozen=True)
+class RerankRequest:
+    query: str
+    documents: list[str]
+    instruction: str | None
+    top_n: int
+
+
+def _one_row(name: str, array: np.ndarray) -> np.ndarray:
+    """Each request carries one query: batch dimension 1, values in the last dimension."""
+    if array.ndim != 2 or array.shape[0] != 1:
+        raise InvalidRequest(f"{name} must have shape [1, n] (one query per request), got {list(array.shape)}")
+    return array[0]
+
+
+def _text(name: str, value: object, max_bytes: int) -> str:
+    raw = value if isinstance(value, bytes) else str(value).encode()
+    if len(raw) > max_bytes:
+        raise InvalidRequest(f"{name} is {len(raw)} bytes, more than the limit of {max_bytes}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"{name} is not valid UTF-8 (byte {exc.start})") from None
+    if not text.strip():
+        raise InvalidRequest(f"{name} is empty")
+    return text
+
+
+def _single_text(name: str, array: np.ndarray, max_bytes: int) -> str:
+    row = _one_row(name, array)
+    if row.shape[0] != 1:
+        raise InvalidRequest(f"{name} must hold exactly one string, got {row.shape[0]}")
+    return _text(name, row[0], max_bytes)
+
+
+def parse_request(
+    limits: InputLimits,
+    query: np.ndarray,
+    documents: np.ndarray,
+    instruction: np.ndarray | None,
+    top_n: np.ndarray | None,
+    takes_instruction: bool,
+) -> RerankRequest:
+    """Validate and decode; arrays are the BYTES/INT32 numpy arrays Triton hands the Python backend."""
+    query_text = _single_text("QUERY", query, limits.max_query_bytes)
+    doc_row = _one_row("DOCUMENTS", documents)
+    if doc_row.shape[0] == 0:
+        raise InvalidRequest("DOCUMENTS is empty: send at least one document")
+    if doc_row.shape[0] > limits.max_documents:
+        raise InvalidRequest(f"DOCUMENTS holds {doc_row.shape[0]} documents, more than max_documents={limits.max_documents}")
+    docs = [_text(f"DOCUMENTS[{i}]", value, limits.max_document_bytes) for i, value in enumerate(doc_row)]
+
+    instruction_text = None
+    if instruction is not None:
+        if not takes_instruction:
+            raise InvalidRequest("INSTRUCTION is not supported by this model (it takes no instruction)")
+        instruction_text = _single_text("INSTRUCTION", instruction, limits.max_query_bytes)
+
+    count = len(docs)
+    if top_n is None:
+        limit = count
+    else:
+        row = _one_row("TOP_N", top_n)
+        if row.shape[0] != 1:
+            raise InvalidRequest(f"TOP_N must hold exactly one value, got {row.shape[0]}")
+        limit = int(row[0])
+        if not 1 <= limit <= count:
+            raise InvalidRequest(f"TOP_N must be between 1 and the number of documents ({count}), got {limit}")
+    return RerankRequest(query_text, docs, instruction_text, limit)
