@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .model_family import ModelFamily, ModelInfo, detect_model
-from .model_source import resolve_model
+from .model_source import resolve_model, verify_sha256
 from .triton_params import ModelParameters
 
 # How vLLM turns a Qwen3-Reranker causal LM into a one-logit classifier: logit_yes - logit_no.
@@ -38,6 +38,7 @@ class EngineSettings:
     enforce_eager: bool
     engine_args: dict[str, Any] = field(default_factory=dict)
     vllm_env: dict[str, Any] = field(default_factory=dict)
+    model_sha256: dict[str, str] = field(default_factory=dict)  # file name -> pinned digest, checked at load
 
     @classmethod
     def from_parameters(cls, params: ModelParameters) -> "EngineSettings":
@@ -51,6 +52,7 @@ class EngineSettings:
             enforce_eager=params.boolean("enforce_eager"),
             engine_args=params.json_object("engine_args"),
             vllm_env=params.json_object("vllm_env"),
+            model_sha256=params.json_object("model_sha256"),
         )
 
     def llm_kwargs(self, info: ModelInfo) -> dict[str, Any]:
@@ -119,6 +121,7 @@ class VllmScorer:
         self._pooling_params = PoolingParams
         self._tokens_prompt = TokensPrompt
         self.settings = settings
+        verify_sha256(settings.model, settings.model_sha256)
         self.info = detect_model(settings.model)
         self.llm = LLM(**settings.llm_kwargs(self.info))
 
