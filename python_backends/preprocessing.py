@@ -20,6 +20,7 @@ class EngineInputs:
     token_ids: np.ndarray  # [T]
     token_type_ids: np.ndarray  # [T]
     sequence_lengths: np.ndarray  # [S]
+    documents: int
     truncated: int
     top_n: int
 
@@ -57,6 +58,7 @@ class Preprocessor:
             token_ids=flat_ids,
             token_type_ids=flat_types,
             sequence_lengths=np.asarray(encoded.lengths, dtype=np.int32),
+            documents=len(request.documents),
             truncated=encoded.truncated,
             top_n=request.top_n,
         )

@@ -196,3 +196,27 @@ def test_bad_input_gets_a_clear_error_and_the_server_keeps_serving(server, proto
     after = RerankClient(server.url(protocol), protocol=protocol).rerank(query, [irrelevant, relevant])
     assert after.results[0].index == 1
     assert server.is_alive()
+
+
+def _metrics(server) -> str:
+    with urllib.request.urlopen(f"http://{server.metrics_url}/metrics") as response:
+        return response.read().decode()
+
+
+def _metric_value(text: str, name: str, model: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'model="{model}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} for {model} not in /metrics")
+
+
+def test_custom_metrics_count_pairs_and_truncations(server, client):
+    before = _metrics(server)
+    client.rerank("capital of France", ["paris " * 600, "Paris is in France.", "bananas"])
+    after = _metrics(server)
+    delta = lambda name: _metric_value(after, name, "rerank_preprocess") - _metric_value(before, name, "rerank_preprocess")
+    assert delta("reranker_pairs_total") == 3
+    assert delta("reranker_truncated_pairs_total") == 1
+    assert delta("reranker_tokens_total") > 256
+    assert 'reranker_calibration_profile_info{model="rerank_calibrate"' in after
+    assert "nv_inference_request_success" in after  # Triton's own metrics sit beside ours
