@@ -1,0 +1,1 @@
+"""Load-test tools for the `reranker` Triton ensemble (see loadtest/README.md)."""
