@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Start the real Triton server bundled in the nvidia-pytriton wheel on the project's model repository.
+# Explicit model control with every model loaded at start: a single step (say rerank_calibrate or a crashed
+# rerank_engine) can be reloaded through POST /v2/repository/models/<name>/load without a restart.
 # Usage: scripts/start_server.sh [extra tritonserver args]   (foreground; env HTTP_PORT/GRPC_PORT/METRICS_PORT,
 # MODEL_REPOSITORY, VENV override the defaults)
 set -euo pipefail
@@ -21,5 +23,6 @@ export PATH="$VENV/bin:$PATH"
 exec "$TS/bin/tritonserver" \
   --model-repository="${MODEL_REPOSITORY:-$ROOT/model_repository}" \
   --backend-directory="$BACKENDS" \
+  --model-control-mode=explicit --load-model='*' \
   --http-port "${HTTP_PORT:-8000}" --grpc-port "${GRPC_PORT:-8001}" --metrics-port "${METRICS_PORT:-8002}" \
   "$@"

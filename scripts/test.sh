@@ -5,6 +5,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 scripts/setup.sh
+# perf_analyzer (from the tritonclient 2.51 wheel) and the docker compose plugin, for tests/deploy.
+PYTHON=.venv/bin/python bash deploy/install_tools.sh
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 status=$?

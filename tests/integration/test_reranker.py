@@ -220,3 +220,18 @@ def test_custom_metrics_count_pairs_and_truncations(server, client):
     assert delta("reranker_tokens_total") > 256
     assert 'reranker_calibration_profile_info{model="rerank_calibrate"' in after
     assert "nv_inference_request_success" in after  # Triton's own metrics sit beside ours
+
+
+def test_scores_are_the_shipped_profile_applied_to_raw_scores(client):
+    from pathlib import Path
+
+    from python_backends.calibration import load_profile
+
+    profile = load_profile(Path(__file__).resolve().parents[2] / "model_repository/rerank_calibrate/profiles/all-minilm-l6-v2.json")
+    query, relevant, irrelevant = KNOWN[2]
+    response = client.rerank(query, [relevant, irrelevant])
+    assert response.calibration == profile.tag
+    assert profile.method == "platt"
+    np.testing.assert_allclose(response.scores, profile.apply(response.raw_scores), atol=1e-6)
+    assert np.all((response.scores >= 0) & (response.scores <= 1))
+    assert response.scores[0] > 0.5 > response.scores[1]
