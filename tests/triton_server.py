@@ -85,3 +85,18 @@ def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
             os.killpg(server.process.pid, signal.SIGKILL)
             server.process.wait()
     return server.process.returncode
+
+
+def stub_pids(server: RunningServer, model: str) -> list[int]:
+    """Python-backend stub processes of one model of this server (start_server.sh execs tritonserver, so the
+    Popen pid is the server's; each stub's command line names its model.py and the server's pid)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if len(args) > 1 and args[0].endswith("triton_python_backend_stub") and args[1].endswith(f"{model}/1/model.py"):
+            if str(server.process.pid) in args:
+                pids.append(int(proc.name))
+    return pids

@@ -14,7 +14,7 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient
-from tests.triton_server import RunningServer, start_server, stop_server
+from tests.triton_server import RunningServer, start_server, stop_server, stub_pids
 
 QUERY, RELEVANT, IRRELEVANT = "What is the capital of France?", "Paris is the capital of France.", "Bananas are yellow."
 
@@ -27,25 +27,6 @@ def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServ
     stop_server(running)
 
 
-def _engine_stub_pids(server: RunningServer) -> list[int]:
-    """Stubs of this server's rerank_engine: their command line names model.py and the server's pid."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if args and args[0].endswith("triton_python_backend_stub") and args[1].endswith("rerank_engine/1/model.py"):
-            if str(_server_pid(server)) in args:
-                pids.append(int(proc.name))
-    return pids
-
-
-def _server_pid(server: RunningServer) -> int:
-    """start_server.sh execs tritonserver, so the Popen pid is the server's."""
-    return server.process.pid
-
-
 def _rank(server: RunningServer) -> list[int]:
     client = RerankClient(server.grpc_url, protocol="grpc")
     try:
@@ -56,7 +37,7 @@ def _rank(server: RunningServer) -> list[int]:
 
 def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     assert _rank(own_server) == [1, 0]
-    pids = _engine_stub_pids(own_server)
+    pids = stub_pids(own_server, "rerank_engine")
     assert len(pids) == 1, pids
     os.kill(pids[0], signal.SIGKILL)
     time.sleep(1)
@@ -74,7 +55,7 @@ def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
         with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=300) as response:
             assert response.status == 200
     assert _rank(own_server) == [1, 0]
-    assert _engine_stub_pids(own_server) and _engine_stub_pids(own_server) != pids
+    assert stub_pids(own_server, "rerank_engine") and stub_pids(own_server, "rerank_engine") != pids
 
 
 def _rank_or_refusal(server: RunningServer) -> str:
@@ -106,7 +87,7 @@ def test_graceful_shutdown_answers_every_in_flight_request(fresh_server):
     with ThreadPoolExecutor(max_workers=8) as pool:
         futures = [pool.submit(_rank_or_refusal, fresh_server) for _ in range(8)]
         time.sleep(0.5)
-        os.kill(_server_pid(fresh_server), signal.SIGTERM)
+        os.kill(fresh_server.process.pid, signal.SIGTERM)
         outcomes = [f.result(timeout=120) for f in futures]
     print("graceful shutdown outcomes:", outcomes)
     assert set(outcomes) <= {"ok", "refused"}, outcomes

@@ -1,0 +1,79 @@
+"""The real tritonserver (shared with tests/client) and `python -m gateway` in front of it, on free ports."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.client.shared_server import shared_server
+from tests.triton_server import ROOT, RunningServer, free_port
+
+GATEWAY_START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class RunningGateway:
+    url: str
+    log_path: Path
+    process: subprocess.Popen
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    with shared_server(tmp_path_factory) as running:
+        yield running
+
+
+def _status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None
+
+
+@pytest.fixture(scope="session")
+def gateway(server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("gateway") / "gateway.log"
+    env = dict(
+        os.environ,
+        TRITON_GRPC_URL=server.grpc_url,
+        GATEWAY_HOST="127.0.0.1",
+        GATEWAY_PORT=str(port),
+        GATEWAY_MODEL_ALIASES="rerank-default",
+        GATEWAY_LOG_LEVEL="warning",
+    )
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    running = RunningGateway(f"http://127.0.0.1:{port}", log_path, process)
+    deadline = time.monotonic() + GATEWAY_START_TIMEOUT_S
+    while _status(f"{running.url}/health") != 200:
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"gateway did not become ready:\n{running.log_tail()}")
+        time.sleep(0.2)
+    yield running
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
