@@ -80,13 +80,28 @@ class SequenceBatch:
     token_ids: np.ndarray
     token_type_ids: np.ndarray
     sequence_lengths: np.ndarray
+    sequence_documents: np.ndarray
+
+    def document_scores(self, sequence_scores: np.ndarray) -> np.ndarray:
+        """One score per document: the best of its windows (a document scored whole has one)."""
+        owners = self.sequence_documents[self.sequence_documents >= 0]
+        if owners.shape != sequence_scores.shape:
+            raise ValueError(f"{sequence_scores.shape[0]} scores for {owners.shape[0]} document sequences")
+        best = np.full(int(owners.max()) + 1, -np.inf, dtype=np.float32)
+        np.maximum.at(best, owners, sequence_scores)
+        return best
 
     def split(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         cuts = np.cumsum(self.sequence_lengths)[:-1]
-        if int(self.sequence_lengths.sum()) != self.token_ids.shape[0] or self.token_ids.shape != self.token_type_ids.shape:
+        if (
+            int(self.sequence_lengths.sum()) != self.token_ids.shape[0]
+            or self.token_ids.shape != self.token_type_ids.shape
+            or self.sequence_documents.shape != self.sequence_lengths.shape
+        ):
             raise ValueError(
-                f"TOKEN_IDS ({self.token_ids.shape[0]}), TOKEN_TYPE_IDS ({self.token_type_ids.shape[0]}) and "
-                f"SEQUENCE_LENGTHS (sum {int(self.sequence_lengths.sum())}) disagree"
+                f"TOKEN_IDS ({self.token_ids.shape[0]}), TOKEN_TYPE_IDS ({self.token_type_ids.shape[0]}), "
+                f"SEQUENCE_LENGTHS (sum {int(self.sequence_lengths.sum())}) and SEQUENCE_DOCUMENTS "
+                f"({self.sequence_documents.shape[0]}) disagree"
             )
         return np.split(self.token_ids, cuts), np.split(self.token_type_ids, cuts)
 
@@ -139,10 +154,12 @@ class VllmScorer:
         if self.info.family is ModelFamily.BI_ENCODER:
             outputs = self.llm.embed(prompts, pooling_params=params, use_tqdm=False)
             vectors = np.asarray([out.outputs.embedding for out in outputs], dtype=np.float32)
-            return [cosine_to_first(chunk) for chunk in np.split(vectors, np.cumsum(counts)[:-1])]
-        outputs = self.llm.classify(prompts, pooling_params=params, use_tqdm=False)
-        logits = np.asarray([out.outputs.probs[0] for out in outputs], dtype=np.float32)
-        return np.split(logits, np.cumsum(counts)[:-1])
+            per_sequence = [cosine_to_first(chunk) for chunk in np.split(vectors, np.cumsum(counts)[:-1])]
+        else:
+            outputs = self.llm.classify(prompts, pooling_params=params, use_tqdm=False)
+            logits = np.asarray([out.outputs.probs[0] for out in outputs], dtype=np.float32)
+            per_sequence = np.split(logits, np.cumsum(counts)[:-1])
+        return [batch.document_scores(scores) for batch, scores in zip(batches, per_sequence)]
 
     def _params(self, types: np.ndarray) -> Any:
         if self.info.family is ModelFamily.BI_ENCODER:

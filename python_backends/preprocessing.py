@@ -10,7 +10,7 @@ from .model_family import detect_model
 from .model_source import resolve_model
 from .request_validation import InputLimits, InvalidRequest, parse_request
 from .tokenization import QueryTooLongError, RequestEncoder, make_encoder
-from .triton_params import ModelParameters
+from .triton_params import ConfigError, ModelParameters
 
 
 @dataclass
@@ -20,6 +20,7 @@ class EngineInputs:
     token_ids: np.ndarray  # [T]
     token_type_ids: np.ndarray  # [T]
     sequence_lengths: np.ndarray  # [S]
+    sequence_documents: np.ndarray  # [S] document index of each sequence, -1 for a bi-encoder's query
     documents: int
     truncated: int
     top_n: int
@@ -34,7 +35,11 @@ class Preprocessor:
     def from_parameters(cls, params: ModelParameters) -> "Preprocessor":
         model = resolve_model(params.text("model"))
         info = detect_model(model)
-        encoder = make_encoder(info.family, model, params.integer("max_model_len", minimum=8))
+        mode = params.text("long_documents")
+        if mode not in ("truncate", "window"):
+            raise ConfigError(f"model '{params.model_name}': long_documents must be 'truncate' or 'window', got '{mode}'")
+        overlap = params.integer("window_overlap_tokens", minimum=0) if mode == "window" else None
+        encoder = make_encoder(info.family, model, params.integer("max_model_len", minimum=8), overlap)
         return cls(encoder, InputLimits.from_parameters(params))
 
     def __call__(
@@ -58,6 +63,7 @@ class Preprocessor:
             token_ids=flat_ids,
             token_type_ids=flat_types,
             sequence_lengths=np.asarray(encoded.lengths, dtype=np.int32),
+            sequence_documents=np.asarray(encoded.document_index, dtype=np.int32),
             documents=len(request.documents),
             truncated=encoded.truncated,
             top_n=request.top_n,

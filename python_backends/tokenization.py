@@ -2,7 +2,9 @@
 
 Works on the Rust `tokenizers` backend directly: it batches the documents, truncates an encoding in
 place and applies the model's own special-token template (`post_process`), the same on transformers 4
-and 5. Truncation always cuts the document: the query, the template and its suffix stay whole.
+and 5. A document that does not fit is cut (the query, the template and its suffix stay whole) or, in window
+mode (`window_overlap` set), split into overlapping windows that are scored separately; the engine keeps the
+best window's score per document.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ class QueryTooLongError(ValueError):
 
 @dataclass
 class EncodedRequest:
-    """All sequences of one request, in order, and how many documents had to be cut."""
+    """All sequences of one request, in order, the document each belongs to (-1: the query) and how many
+    documents did not fit whole (cut, or split into windows)."""
 
     token_ids: list[list[int]]
+    document_index: list[int]
     token_type_ids: list[list[int]] | None = None
     truncated: int = 0
     lengths: list[int] = field(init=False)
@@ -41,6 +45,35 @@ class RequestEncoder(Protocol):
     def encode(self, query: str, documents: list[str], instruction: str | None) -> EncodedRequest: ...
 
 
+class LongDocuments:
+    """What to do with a document longer than its token budget: cut it, or split it into windows."""
+
+    def __init__(self, window_overlap: int | None = None) -> None:
+        if window_overlap is not None and window_overlap < 0:
+            raise ValueError(f"window_overlap must be >= 0, got {window_overlap}")
+        self.window_overlap = window_overlap
+
+    def fit(self, encoding: Encoding, budget: int) -> tuple[list[Encoding], bool]:
+        """The encoding(s) to score for one document, and whether it had to be cut or split."""
+        if len(encoding.ids) <= budget:
+            return [encoding], False
+        if self.window_overlap is None:
+            encoding.truncate(budget)
+            return [encoding], True
+        encoding.truncate(budget, stride=min(self.window_overlap, budget - 1))
+        return [encoding, *encoding.overflowing], True
+
+    def fit_ids(self, ids: list[int], budget: int) -> tuple[list[list[int]], bool]:
+        """The same on a plain id list (the Qwen3 body, whose head is kept outside the windows)."""
+        if len(ids) <= budget:
+            return [ids], False
+        if self.window_overlap is None:
+            return [ids[:budget]], True
+        step = budget - min(self.window_overlap, budget - 1)
+        starts = range(0, max(len(ids) - budget, 0) + step, step)
+        return [ids[start:start + budget] for start in starts if start < len(ids)], True
+
+
 def _backend(model: str) -> Tokenizer:
     """A private copy of the fast tokenizer with padding and truncation off: we place every cut ourselves."""
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -50,14 +83,6 @@ def _backend(model: str) -> Tokenizer:
     backend.no_padding()
     backend.no_truncation()
     return backend
-
-
-def _cut(encoding: Encoding, budget: int) -> bool:
-    """Truncate in place to `budget` tokens; report whether anything was cut."""
-    if len(encoding.ids) <= budget:
-        return False
-    encoding.truncate(budget)
-    return True
 
 
 def _query_budget_error(query_tokens: int, room: int) -> QueryTooLongError:
@@ -72,9 +97,10 @@ class CrossEncoderPairs:
     family = ModelFamily.CROSS_ENCODER
     takes_instruction = False
 
-    def __init__(self, model: str, max_model_len: int) -> None:
+    def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
         self._tok = _backend(model)
         self._max_len = max_model_len
+        self._long = long_documents or LongDocuments()  # default: cut
         self._specials = self._tok.num_special_tokens_to_add(is_pair=True)
 
     def encode(self, query: str, documents: list[str], instruction: str | None) -> EncodedRequest:
@@ -82,13 +108,16 @@ class CrossEncoderPairs:
         budget = self._max_len - self._specials - len(query_enc.ids)
         if budget < 1:
             raise _query_budget_error(len(query_enc.ids) + self._specials, self._max_len)
-        ids, types, truncated = [], [], 0
-        for doc_enc in self._tok.encode_batch(documents, add_special_tokens=False):
-            truncated += _cut(doc_enc, budget)
-            pair = self._tok.post_process(query_enc, doc_enc, add_special_tokens=True)
-            ids.append(pair.ids)
-            types.append(pair.type_ids)
-        return EncodedRequest(ids, types, truncated)
+        ids, types, owners, truncated = [], [], [], 0
+        for index, doc_enc in enumerate(self._tok.encode_batch(documents, add_special_tokens=False)):
+            pieces, cut = self._long.fit(doc_enc, budget)
+            truncated += cut
+            for piece in pieces:
+                pair = self._tok.post_process(query_enc, piece, add_special_tokens=True)
+                ids.append(pair.ids)
+                types.append(pair.type_ids)
+                owners.append(index)
+        return EncodedRequest(ids, owners, types, truncated)
 
 
 class Qwen3YesNoPrompts:
@@ -97,9 +126,10 @@ class Qwen3YesNoPrompts:
     family = ModelFamily.YES_NO_RERANKER
     takes_instruction = True
 
-    def __init__(self, model: str, max_model_len: int) -> None:
+    def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
         self._tok = _backend(model)
         self._max_len = max_model_len
+        self._long = long_documents or LongDocuments()  # default: cut
         self._prefix = self._tok.encode(QWEN3_PREFIX, add_special_tokens=False).ids
         self._suffix = self._tok.encode(qwen3_reranker_prompt("").suffix, add_special_tokens=False).ids
 
@@ -111,11 +141,16 @@ class Qwen3YesNoPrompts:
         if budget - head_tokens < 1:
             raise _query_budget_error(head_tokens + len(self._prefix) + len(self._suffix), self._max_len)
         bodies = self._tok.encode_batch([body_head + doc for doc in documents], add_special_tokens=False)
-        ids, truncated = [], 0
-        for body in bodies:
-            truncated += _cut(body, budget)  # the body ends with the document: cutting its end cuts the document
-            ids.append(self._prefix + body.ids + self._suffix)
-        return EncodedRequest(ids, None, truncated)
+        ids, owners, truncated = [], [], 0
+        for index, body in enumerate(bodies):
+            # The body ends with the document: only the part after the query head is cut or windowed.
+            head, document = body.ids[:head_tokens], body.ids[head_tokens:]
+            pieces, cut = self._long.fit_ids(document, budget - head_tokens)
+            truncated += cut
+            for piece in pieces:
+                ids.append(self._prefix + head + piece + self._suffix)
+                owners.append(index)
+        return EncodedRequest(ids, owners, None, truncated)
 
 
 class BiEncoderTexts:
@@ -124,20 +159,23 @@ class BiEncoderTexts:
     family = ModelFamily.BI_ENCODER
     takes_instruction = False
 
-    def __init__(self, model: str, max_model_len: int) -> None:
+    def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
         self._tok = _backend(model)
+        self._long = long_documents or LongDocuments()  # default: cut
         self._budget = max_model_len - self._tok.num_special_tokens_to_add(is_pair=False)
 
     def encode(self, query: str, documents: list[str], instruction: str | None) -> EncodedRequest:
         query_enc = self._tok.encode(query, add_special_tokens=False)
         if len(query_enc.ids) > self._budget:
             raise _query_budget_error(len(query_enc.ids), self._budget)
-        ids = [self._tok.post_process(query_enc, add_special_tokens=True).ids]
-        truncated = 0
-        for doc_enc in self._tok.encode_batch(documents, add_special_tokens=False):
-            truncated += _cut(doc_enc, self._budget)
-            ids.append(self._tok.post_process(doc_enc, add_special_tokens=True).ids)
-        return EncodedRequest(ids, None, truncated)
+        ids, owners, truncated = [self._tok.post_process(query_enc, add_special_tokens=True).ids], [-1], 0
+        for index, doc_enc in enumerate(self._tok.encode_batch(documents, add_special_tokens=False)):
+            pieces, cut = self._long.fit(doc_enc, self._budget)
+            truncated += cut
+            for piece in pieces:
+                ids.append(self._tok.post_process(piece, add_special_tokens=True).ids)
+                owners.append(index)
+        return EncodedRequest(ids, owners, None, truncated)
 
 
 _ENCODERS: dict[ModelFamily, type] = {
@@ -147,6 +185,9 @@ _ENCODERS: dict[ModelFamily, type] = {
 }
 
 
-def make_encoder(family: ModelFamily, model: str, max_model_len: int) -> RequestEncoder:
-    """The encoder for a model family, e.g. `make_encoder(detect_model(path).family, path, 512)`."""
-    return _ENCODERS[family](model, max_model_len)
+def make_encoder(
+    family: ModelFamily, model: str, max_model_len: int, window_overlap: int | None = None
+) -> RequestEncoder:
+    """The encoder for a model family, e.g. `make_encoder(detect_model(path).family, path, 512)`;
+    `window_overlap` (tokens shared by neighbouring windows) switches long documents from cutting to windows."""
+    return _ENCODERS[family](model, max_model_len, LongDocuments(window_overlap))

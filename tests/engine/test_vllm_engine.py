@@ -45,7 +45,7 @@ def _bytes(*values: str) -> np.ndarray:
 
 def make_batch(preprocessor: Preprocessor, query: str, docs: list[str], instruction: str | None = None) -> SequenceBatch:
     inputs = preprocessor(_bytes(query), _bytes(*docs), None if instruction is None else _bytes(instruction))
-    return SequenceBatch(inputs.token_ids, inputs.token_type_ids, inputs.sequence_lengths)
+    return SequenceBatch(inputs.token_ids, inputs.token_type_ids, inputs.sequence_lengths, inputs.sequence_documents)
 
 
 def preprocessor_for(model: str) -> Preprocessor:
@@ -86,15 +86,27 @@ def assert_two_batches_split(scorer: VllmScorer, first: SequenceBatch, second: S
 
 
 def test_sequence_batch_splits_by_lengths():
-    batch = SequenceBatch(np.arange(6, dtype=np.int32), np.array([0, 0, 1, 0, 1, 1], dtype=np.int32), np.array([3, 1, 2], dtype=np.int32))
+    batch = SequenceBatch(
+        np.arange(6, dtype=np.int32), np.array([0, 0, 1, 0, 1, 1], dtype=np.int32), np.array([3, 1, 2], dtype=np.int32),
+        np.array([0, 1, 2], dtype=np.int32),
+    )
     ids, types = batch.split()
     assert [i.tolist() for i in ids] == [[0, 1, 2], [3], [4, 5]]
     assert [t.tolist() for t in types] == [[0, 0, 1], [0], [1, 1]]
-    bad = SequenceBatch(np.arange(6, dtype=np.int32), np.zeros(6, dtype=np.int32), np.array([3, 2], dtype=np.int32))
-    with pytest.raises(ValueError, match=r"TOKEN_IDS \(6\), TOKEN_TYPE_IDS \(6\) and SEQUENCE_LENGTHS \(sum 5\) disagree"):
+    bad = SequenceBatch(np.arange(6, dtype=np.int32), np.zeros(6, dtype=np.int32), np.array([3, 2], dtype=np.int32), np.arange(2, dtype=np.int32))
+    with pytest.raises(
+        ValueError,
+        match=r"TOKEN_IDS \(6\), TOKEN_TYPE_IDS \(6\), SEQUENCE_LENGTHS \(sum 5\) and SEQUENCE_DOCUMENTS \(2\) disagree",
+    ):
         bad.split()
     with pytest.raises(ValueError, match="disagree"):
-        SequenceBatch(np.arange(3, dtype=np.int32), np.zeros(2, dtype=np.int32), np.array([3], dtype=np.int32)).split()
+        SequenceBatch(np.arange(3, dtype=np.int32), np.zeros(2, dtype=np.int32), np.array([3], dtype=np.int32), np.zeros(1, dtype=np.int32)).split()
+
+
+def test_document_scores_keep_the_best_window():
+    batch = SequenceBatch(np.arange(5, dtype=np.int32), np.zeros(5, dtype=np.int32), np.ones(5, dtype=np.int32), np.array([-1, 0, 1, 1, 2], dtype=np.int32))
+    best = batch.document_scores(np.array([0.1, 0.3, 0.9, -2.0], dtype=np.float32))
+    np.testing.assert_array_equal(best, np.array([0.1, 0.9, -2.0], dtype=np.float32))
 
 
 def test_segment_b_start_and_cosine():
@@ -203,7 +215,7 @@ class TestBertCrossEncoder:
         untyped = hf_classifier_logits(hf_model, batch, zero_types=True)
         assert np.abs(raw - untyped).min() > 1e-3
         # and vLLM itself, handed zero types, agrees with transformers on zero types
-        zero = SequenceBatch(batch.token_ids, np.zeros_like(batch.token_type_ids), batch.sequence_lengths)
+        zero = SequenceBatch(batch.token_ids, np.zeros_like(batch.token_type_ids), batch.sequence_lengths, batch.sequence_documents)
         np.testing.assert_allclose(scorer.score([zero])[0], untyped, atol=1e-4, rtol=0)
 
     def test_two_batches_in_one_call(self, scorer, pre):
@@ -211,7 +223,7 @@ class TestBertCrossEncoder:
 
     def test_too_long_sequence_is_refused(self, scorer):
         ids = np.ones(MAX_MODEL_LEN + 1, dtype=np.int32)
-        batch = SequenceBatch(ids, np.zeros_like(ids), np.array([MAX_MODEL_LEN + 1], dtype=np.int32))
+        batch = SequenceBatch(ids, np.zeros_like(ids), np.array([MAX_MODEL_LEN + 1], dtype=np.int32), np.zeros(1, dtype=np.int32))
         with pytest.raises(ValueError, match=f"exceeds max_model_len={MAX_MODEL_LEN}"):
             scorer.score([batch])
 

@@ -186,3 +186,37 @@ def test_preprocessor_zero_token_types_without_pairs(tiny):
     assert out.sequence_lengths.shape == (2,)
     assert out.token_type_ids.shape == out.token_ids.shape and not out.token_type_ids.any()
     assert out.top_n == 2
+
+
+# --- window mode ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["bert", "qwen3", "minilm"])
+def test_window_mode_covers_a_long_document_with_overlapping_windows(tiny, minilm, model):
+    path = minilm if model == "minilm" else str(tiny[model])
+    family = {"bert": ModelFamily.CROSS_ENCODER, "qwen3": ModelFamily.YES_NO_RERANKER, "minilm": ModelFamily.BI_ENCODER}[model]
+    long_doc = long_text(400)
+    max_len = 128 if model == "qwen3" else MAX_LEN  # room for the Qwen3 system prompt
+    windowed = make_encoder(family, path, max_len, window_overlap=8).encode(QUERY, ["paris", long_doc], None)
+    cut = make_encoder(family, path, max_len).encode(QUERY, ["paris", long_doc], None)
+    owners = [i for i in windowed.document_index if i >= 0]
+    assert windowed.truncated == cut.truncated == 1
+    assert owners[0] == 0 and set(owners[1:]) == {1} and len(owners) > 3  # one sequence for "paris", windows for the rest
+    assert max(windowed.lengths) <= max_len
+    assert len(windowed.token_ids) == len(windowed.document_index)
+    # the first window is exactly the truncated encoding; every window keeps the query/template
+    first_long = windowed.document_index.index(1)
+    assert windowed.token_ids[first_long] == cut.token_ids[cut.document_index.index(1)]
+    starts = {tuple(ids[:4]) for ids, owner in zip(windowed.token_ids, windowed.document_index) if owner >= 0}
+    if model != "minilm":  # pair/prompt models start every window with the same query (or template) tokens
+        assert len(starts) == 1
+
+
+def test_windows_overlap_by_the_configured_tokens():
+    from python_backends.tokenization import LongDocuments
+
+    windows, cut = LongDocuments(window_overlap=2).fit_ids(list(range(10)), 4)
+    assert cut
+    assert windows == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7], [6, 7, 8, 9]]
+    assert LongDocuments().fit_ids(list(range(10)), 4) == ([[0, 1, 2, 3]], True)
+    assert LongDocuments(window_overlap=2).fit_ids([1, 2], 4) == ([[1, 2]], False)

@@ -27,6 +27,7 @@ class TritonPythonModel:
                     required_array(pb_utils, request, "TOKEN_IDS")[0],
                     required_array(pb_utils, request, "TOKEN_TYPE_IDS")[0],
                     required_array(pb_utils, request, "SEQUENCE_LENGTHS")[0],
+                    required_array(pb_utils, request, "SEQUENCE_DOCUMENTS")[0],
                 )
                 batch.split()  # shape check now, so one malformed request cannot fail the others
             except Exception as exc:  # noqa: BLE001

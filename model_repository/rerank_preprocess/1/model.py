@@ -34,6 +34,7 @@ class TritonPythonModel:
             "TOKEN_IDS": out.token_ids[None, :],
             "TOKEN_TYPE_IDS": out.token_type_ids[None, :],
             "SEQUENCE_LENGTHS": out.sequence_lengths[None, :],
+            "SEQUENCE_DOCUMENTS": out.sequence_documents[None, :],
             "TRUNCATED": np.array([[out.truncated]], dtype=np.int32),
             "RANK_LIMIT": np.array([[out.top_n]], dtype=np.int32),
         }
