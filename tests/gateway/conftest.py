@@ -19,6 +19,7 @@ from tests.client.shared_server import shared_server
 from tests.triton_server import ROOT, RunningServer, free_port
 
 GATEWAY_START_TIMEOUT_S = 60.0
+MODEL_ALIASES = ("rerank-default",)  # GATEWAY_MODEL_ALIASES of the gateway under test
 
 
 @dataclass
@@ -56,7 +57,7 @@ def gateway(server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> 
         TRITON_GRPC_URL=server.grpc_url,
         GATEWAY_HOST="127.0.0.1",
         GATEWAY_PORT=str(port),
-        GATEWAY_MODEL_ALIASES="rerank-default",
+        GATEWAY_MODEL_ALIASES=",".join(MODEL_ALIASES),
         GATEWAY_LOG_LEVEL="warning",
     )
     with log_path.open("w") as log:

@@ -64,8 +64,14 @@ def test_a_model_alias_is_served_and_an_unknown_model_is_404(gateway):
         ({"query": "   ", "documents": [RELEVANT]}, "QUERY is empty"),
         ({"query": QUERY, "documents": [RELEVANT, ""]}, "DOCUMENTS[1] is empty"),
         ({"query": QUERY, "documents": ["x" * 70000]}, "DOCUMENTS[0] is 70000 bytes, more than the limit of 65536"),
-        ({"query": QUERY, "documents": [RELEVANT], "top_n": 0}, "TOP_N must be between 1 and the number of documents (1), got 0"),
-        ({"query": QUERY, "documents": [RELEVANT], "instruction": "be strict"}, "INSTRUCTION is not supported by this model"),
+        (
+            {"query": QUERY, "documents": [RELEVANT], "top_n": 0},
+            "TOP_N must be between 1 and the number of documents (1), got 0",
+        ),
+        (
+            {"query": QUERY, "documents": [RELEVANT], "instruction": "be strict"},
+            "INSTRUCTION is not supported by this model",
+        ),
         ({"query": QUERY, "documents": []}, "documents is empty: send at least one document"),
     ],
     ids=["empty query", "empty document", "huge document", "top_n zero", "instruction", "no documents"],

@@ -22,7 +22,9 @@ class StubClient:
         raw = np.arange(len(documents), dtype=np.float32)
         order = list(np.argsort(-raw, kind="stable")[: top_n or len(documents)])
         results = [
-            RerankResult(int(i), float(raw[i]) / len(documents), float(raw[i]), documents[i] if return_documents else None)
+            RerankResult(
+                int(i), float(raw[i]) / len(documents), float(raw[i]), documents[i] if return_documents else None
+            )
             for i in order
         ]
         return RerankResponse(results, raw / len(documents), raw, 0, "stub@1")
