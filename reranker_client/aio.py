@@ -19,6 +19,7 @@ from .core import (
     DEFAULT_MAX_DOCUMENTS_PER_REQUEST,
     MODEL_NAME,
     Chunk,
+    ClientOptions,
     ParsedResponse,
     RerankPlan,
     RerankResponse,
@@ -50,7 +51,7 @@ async def call_with_retry_async(
         await sleep(delay)
 
 
-class AsyncRerankClient:
+class AsyncRerankClient(ClientOptions):
     """One aio tritonclient per instance (gRPC multiplexes its channel; HTTP keeps a connection pool); the
     requests of a split call run concurrently, at most `max_concurrency` at a time."""
 
@@ -67,16 +68,11 @@ class AsyncRerankClient:
         max_backoff_s: float = 2.0,
         timeout_s: float | None = None,
     ) -> None:
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        self.url = url
-        self.protocol = protocol
-        self.module = protocol_module(protocol, asynchronous=True)
-        self.model_name = model_name
-        self.max_documents_per_request = max_documents_per_request
-        self.max_concurrency = max_concurrency
-        self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
-        self.timeout_s = timeout_s
+        super().__init__(
+            url, protocol, model_name, max_documents_per_request=max_documents_per_request,
+            max_concurrency=max_concurrency, max_retries=max_retries, backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s, timeout_s=timeout_s, asynchronous=True,
+        )
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         if protocol == "http" and timeout_s is not None:
             self.client = self.module.InferenceServerClient(url, conn_timeout=timeout_s)

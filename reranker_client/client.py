@@ -22,6 +22,7 @@ from .core import (
     MODEL_NAME,
     OUTPUTS,
     Chunk,
+    ClientOptions,
     ParsedResponse,
     RerankPlan,
     RerankResponse,
@@ -69,7 +70,7 @@ def call_with_retry(
         sleep(delay)
 
 
-class RerankClient:
+class RerankClient(ClientOptions):
     """Synchronous client: one call = one query and all its documents, split into requests of at most
     `max_documents_per_request` that run `max_concurrency` at a time.
 
@@ -90,16 +91,11 @@ class RerankClient:
         max_backoff_s: float = 2.0,
         timeout_s: float | None = None,
     ) -> None:
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        self.url = url
-        self.protocol = protocol
-        self.module = protocol_module(protocol)
-        self.model_name = model_name
-        self.max_documents_per_request = max_documents_per_request
-        self.max_concurrency = max_concurrency
-        self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
-        self.timeout_s = timeout_s
+        super().__init__(
+            url, protocol, model_name, max_documents_per_request=max_documents_per_request,
+            max_concurrency=max_concurrency, max_retries=max_retries, backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s, timeout_s=timeout_s, asynchronous=False,
+        )
         self._sleep: Callable[[float], None] = time.sleep
         self._lock = threading.Lock()
         self._thread_clients = threading.local()

@@ -319,3 +319,32 @@ class RetryPolicy:
         if not is_retryable(error):
             return None
         return next(delays, None)
+
+
+class ClientOptions:
+    """What the sync and async clients share: where to send, how to split, how to retry."""
+
+    def __init__(
+        self,
+        url: str,
+        protocol: str,
+        model_name: str,
+        *,
+        max_documents_per_request: int,
+        max_concurrency: int,
+        max_retries: int,
+        backoff_s: float,
+        max_backoff_s: float,
+        timeout_s: float | None,
+        asynchronous: bool,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        self.url = url
+        self.protocol = protocol
+        self.module = protocol_module(protocol, asynchronous=asynchronous)
+        self.model_name = model_name
+        self.max_documents_per_request = max_documents_per_request
+        self.max_concurrency = max_concurrency
+        self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
+        self.timeout_s = timeout_s
