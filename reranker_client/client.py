@@ -52,10 +52,6 @@ __all__ = [
 T = TypeVar("T")
 
 
-def _protocol_module(protocol: str):  # kept for callers of the first version of this module
-    return protocol_module(protocol)
-
-
 def call_with_retry(
     call: Callable[[], T], policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep
 ) -> T:
