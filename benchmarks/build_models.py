@@ -1,0 +1,276 @@
+"""Build full-size random-weight rerankers offline, for speed measurements (no hub, no download).
+
+Two checkpoints, each a folder that transformers and vLLM load like a hub checkpoint:
+
+- ``qwen3-reranker-0.6b-random``: a ``Qwen3ForCausalLM`` shaped like Qwen3-Reranker-0.6B (28 layers, hidden
+  1024, intermediate 3072, 16 query / 8 key-value heads of 128, vocab 151936, tied embeddings, 40960 positions);
+- ``bge-reranker-v2-m3-random``: an ``XLMRobertaForSequenceClassification`` shaped like bge-reranker-v2-m3
+  (24 layers, hidden 1024, 16 heads, intermediate 4096, vocab 250002, 8194 positions, num_labels 1).
+
+Weights are seeded normal(0, init_std) tensors (norm weights 1, biases 0) written straight to safetensors in
+bf16, without instantiating the model (a 0.6B model is ~1.2 GB: a few seconds, on the GPU when there is one).
+The parameter names and shapes come from the transformers class built on the meta device, so they are exactly
+what ``from_pretrained`` expects.
+
+Each folder gets a fast tokenizer built with the ``tokenizers`` library: a WordLevel vocabulary as large as the
+model's, of the special tokens the family needs, the words of the prompt template, punctuation, and filler words
+``w0, w1, ...``. A filler word is one token, so a document of N filler words is N tokens (``benchmarks/corpus.py``).
+
+    python -m benchmarks.build_models --out /tmp/bench/models            # both, full size
+    python -m benchmarks.build_models --out /tmp/tiny --tiny             # 2-layer versions for a CPU check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from python_backends.prompts import QWEN3_DEFAULT_INSTRUCTION, QWEN3_PREFIX, QWEN3_SUFFIX  # noqa: E402
+
+QWEN3_NAME = "qwen3-reranker-0.6b-random"
+XLMR_NAME = "bge-reranker-v2-m3-random"
+FILLER_RE = re.compile(r"^w\d+$")
+PUNCTUATION = list(".,:;!?\"'()-<>/")
+QWEN3_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+
+
+@dataclass(frozen=True)
+class Qwen3Shape:
+    layers: int = 28
+    hidden: int = 1024
+    intermediate: int = 3072
+    heads: int = 16
+    kv_heads: int = 8
+    head_dim: int = 128
+    vocab: int = 151936
+    max_positions: int = 40960
+
+
+@dataclass(frozen=True)
+class XlmrShape:
+    layers: int = 24
+    hidden: int = 1024
+    intermediate: int = 4096
+    heads: int = 16
+    vocab: int = 250002
+    max_positions: int = 8194
+
+
+QWEN3_TINY = Qwen3Shape(layers=2, hidden=64, intermediate=128, heads=2, kv_heads=1, head_dim=32, vocab=4096,
+                        max_positions=2048)
+XLMR_TINY = XlmrShape(layers=2, hidden=64, intermediate=128, heads=2, vocab=4096, max_positions=1026)
+
+
+def template_words() -> list[str]:
+    """Every word of the Qwen3-Reranker template and default instruction: none of them may become <unk>."""
+    text = QWEN3_PREFIX + QWEN3_SUFFIX + QWEN3_DEFAULT_INSTRUCTION + " <Instruct>: <Query>: <Document>: yes no"
+    return sorted(set(re.findall(r"\w+", text)) - set(QWEN3_SPECIALS))
+
+
+def _fill(vocab: list[str], size: int, tail: list[str] = ()) -> list[str]:
+    """Pad the vocabulary with filler words w0, w1, ... to exactly `size` entries (`tail` goes last)."""
+    seen = set(vocab) | set(tail)
+    if len(seen) != len(vocab) + len(tail):
+        raise ValueError("duplicate tokens in the vocabulary")
+    out, i = list(vocab), 0
+    while len(out) < size - len(tail):
+        word = f"w{i}"
+        i += 1
+        if word not in seen:
+            out.append(word)
+    out.extend(tail)
+    if len(out) != size:
+        raise ValueError(f"vocabulary of {len(out)} tokens, wanted {size}")
+    return out
+
+
+def _pre_tokenizer(keep_newlines: bool):
+    from tokenizers import Regex, pre_tokenizers
+
+    if keep_newlines:  # words, single punctuation marks and each "\n" are tokens; spaces vanish
+        return pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(r"[ \t\r]+"), behavior="removed"),
+            pre_tokenizers.Split(Regex(r"\w+|[^\w\s]|\n"), behavior="isolated"),
+        ])
+    return pre_tokenizers.BertPreTokenizer()
+
+
+def build_qwen3_tokenizer(out: Path, vocab_size: int, max_len: int):
+    """WordLevel tokenizer with Qwen3's chat specials, the template words, "yes"/"no" and "\\n" as tokens."""
+    from tokenizers import AddedToken, Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    head = ["<unk>"] + QWEN3_SPECIALS + template_words() + PUNCTUATION + ["\n"]
+    vocab = _fill(head, vocab_size)
+    tok = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(vocab)}, unk_token="<unk>"))
+    tok.pre_tokenizer = _pre_tokenizer(keep_newlines=True)
+    # already in the vocabulary: add_special_tokens keeps their ids (the tokenizer stays vocab_size long)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN3_SPECIALS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        model_input_names=["input_ids", "attention_mask"],
+        model_max_length=max_len,
+    )
+    fast.save_pretrained(out)
+    for word in ("yes", "no", "\n", "<|im_start|>", "<think>"):
+        if fast.convert_tokens_to_ids(word) == fast.unk_token_id:
+            raise AssertionError(f"{word!r} is not in the vocabulary")
+    if len(fast) != vocab_size:
+        raise AssertionError(f"tokenizer has {len(fast)} tokens, the model {vocab_size}")
+    return fast
+
+
+def build_xlmr_tokenizer(out: Path, vocab_size: int, max_len: int):
+    """WordLevel tokenizer with XLM-R's specials and pair template `<s> A </s></s> B </s>`."""
+    from tokenizers import Tokenizer, models, processors
+    from transformers import PreTrainedTokenizerFast
+
+    head = ["<s>", "<pad>", "</s>", "<unk>"] + PUNCTUATION  # XLM-R's ids 0..3; <mask> is the last id
+    vocab = _fill(head, vocab_size, tail=["<mask>"])
+    tok = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(vocab)}, unk_token="<unk>"))
+    tok.pre_tokenizer = _pre_tokenizer(keep_newlines=False)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>",
+        unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
+        model_input_names=["input_ids", "attention_mask"],
+        model_max_length=max_len,
+    )
+    fast.save_pretrained(out)
+    return fast
+
+
+def _seed_of(name: str, seed: int) -> int:
+    return (zlib.crc32(name.encode()) + 1_000_003 * seed) % (2**63)
+
+
+def write_random_weights(model_cls, config, out: Path, seed: int, init_std: float, device: str,
+                         dtype_name: str = "bfloat16", skip: tuple[str, ...] = ()) -> dict:
+    """Seeded random parameters of `model_cls(config)` written to model.safetensors without building the model."""
+    import torch
+    from safetensors.torch import save_file
+
+    dtype = getattr(torch, dtype_name)
+    with torch.device("meta"):
+        meta = model_cls(config)
+    tensors, n_params = {}, 0
+    for name, param in meta.named_parameters():  # tied parameters appear once, under their first name
+        if name in skip:
+            continue
+        shape = tuple(param.shape)
+        gen = torch.Generator(device=device).manual_seed(_seed_of(name, seed))
+        if name.endswith("bias"):
+            value = torch.zeros(shape, dtype=dtype, device=device)
+        elif "norm" in name.lower() and len(shape) == 1:  # LayerNorm / RMSNorm weights
+            value = torch.ones(shape, dtype=dtype, device=device)
+        else:
+            value = (torch.randn(shape, generator=gen, device=device, dtype=torch.float32) * init_std).to(dtype)
+        tensors[name] = value.cpu().contiguous()
+        n_params += value.numel()
+    del meta
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return {"parameters": n_params, "tensors": len(tensors)}
+
+
+def build_qwen3(out: Path, shape: Qwen3Shape = Qwen3Shape(), seed: int = 0, init_std: float = 0.02,
+                device: str = "cpu", max_len: int = 8192) -> dict:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    fast = build_qwen3_tokenizer(out, shape.vocab, max_len)
+    config = Qwen3Config(
+        vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers, num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
+        head_dim=shape.head_dim, max_position_embeddings=shape.max_positions, tie_word_embeddings=True,
+        rope_theta=1_000_000.0, rms_norm_eps=1e-6, initializer_range=init_std,
+        bos_token_id=None, eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"), architectures=["Qwen3ForCausalLM"],
+    )
+    config.dtype = "bfloat16"
+    info = write_random_weights(Qwen3ForCausalLM, config, out, seed, init_std, device, skip=("lm_head.weight",))
+    config.save_pretrained(out)
+    info.update(kind="qwen3", path=str(out), shape=asdict(shape), seconds=round(time.perf_counter() - t0, 2))
+    return info
+
+
+def build_xlmr(out: Path, shape: XlmrShape = XlmrShape(), seed: int = 1, init_std: float = 0.02,
+               device: str = "cpu", max_len: int = 8192) -> dict:
+    from transformers import XLMRobertaConfig, XLMRobertaForSequenceClassification
+
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    build_xlmr_tokenizer(out, shape.vocab, min(max_len, shape.max_positions - 2))
+    config = XLMRobertaConfig(
+        vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads, intermediate_size=shape.intermediate,
+        max_position_embeddings=shape.max_positions, type_vocab_size=1, num_labels=1,
+        initializer_range=init_std, layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        architectures=["XLMRobertaForSequenceClassification"],
+    )
+    config.dtype = "bfloat16"
+    info = write_random_weights(XLMRobertaForSequenceClassification, config, out, seed, init_std, device)
+    config.save_pretrained(out)
+    info.update(kind="xlmr", path=str(out), shape=asdict(shape), seconds=round(time.perf_counter() - t0, 2))
+    return info
+
+
+def filler_words(model_dir: str | Path) -> list[str]:
+    """The filler words of a tokenizer this module built, in id order (one token each)."""
+    vocab = json.loads((Path(model_dir) / "tokenizer.json").read_text())["model"]["vocab"]
+    return [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if FILLER_RE.match(w)]
+
+
+def build(out: Path, models: list[str], tiny: bool, device: str, init_std: float | None, seed: int) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"tiny": tiny, "device": device, "models": {}}
+    if "qwen3" in models:
+        std = init_std if init_std is not None else (0.2 if tiny else 0.02)
+        report["models"]["qwen3"] = build_qwen3(out / QWEN3_NAME, QWEN3_TINY if tiny else Qwen3Shape(), seed, std,
+                                                device, max_len=2048 if tiny else 8192)
+    if "xlmr" in models:
+        std = init_std if init_std is not None else (0.2 if tiny else 0.02)
+        report["models"]["xlmr"] = build_xlmr(out / XLMR_NAME, XLMR_TINY if tiny else XlmrShape(), seed + 1, std,
+                                              device, max_len=1024 if tiny else 8192)
+    (out / "BUILD.json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--models", default="qwen3,xlmr", help="comma-separated: qwen3, xlmr")
+    ap.add_argument("--tiny", action="store_true", help="2-layer, hidden-64 versions (CPU checks)")
+    ap.add_argument("--device", default="auto", help="where the random tensors are drawn: auto, cpu, cuda")
+    ap.add_argument("--init-std", type=float, default=None, help="weight std (default 0.02; 0.2 when --tiny)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    report = build(args.out, [m.strip() for m in args.models.split(",") if m.strip()], args.tiny, device,
+                   args.init_std, args.seed)
+    for name, info in report["models"].items():
+        print(f"built {name}: {info['parameters'] / 1e6:.1f}M parameters in {info['seconds']} s -> {info['path']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Unpack the carry kit (made by make_kit.sh) on the GPU machine and set up the environments.
+# Runs THERE, from the repo root, in a call that carries ".gpu/kit". Idempotent; ~20 s.
+#
+#   /tmp/site      vllm 0.26.0 (trimmed) + its small deps + tritonclient (gRPC)
+#   /tmp/np126     numpy 1.26.4
+#   /tmp/pytriton  Triton 2.51.0 server (nvidia-pytriton 0.7.0, slimmed), 3.12 stub in backends/python
+#   /tmp/stubenv   a venv-shaped folder whose bin/python3 is the system python3.12 and whose
+#                  site-packages/zz_kit.pth puts /tmp/np126, /tmp/site, then /opt/torch/.venv's
+#                  site-packages on sys.path. The Triton Python stub takes its sys.prefix from the
+#                  `python3` first on PATH and ignores PYTHONPATH (see NOTES.md), so
+#                  start_triton_gpu.sh puts /tmp/stubenv/bin first on PATH. Its
+#                  _kit_stub_fix.py sets a UTF-8 LC_CTYPE (the stub leaves the C locale: ASCII).
+#   /tmp/libpython312   a symlink to the system libpython3.12.so.1.0 that the stub links
+#   /tmp/kit_env.sh     variables for later commands (source it)
+#
+# Two-call use, if a kit ever outgrows one call: in the first call run
+#   bash benchmarks/gpu/install_kit.sh --stash     (copies the carried parts to /tmp/gpukit)
+# and in the next (within the 30 s the machine stays warm) carry the other parts and run it plainly.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+KIT_DIRS=${KIT_DIRS:-".gpu/kit /tmp/gpukit"}
+DEST=${KIT_DEST:-/tmp}
+VENV_SITE=${VENV_SITE:-/opt/torch/.venv/lib/python3.12/site-packages}
+
+if [ "${1:-}" = "--stash" ]; then
+  mkdir -p /tmp/gpukit && cp -v .gpu/kit/*.tar.xz* /tmp/gpukit/ && exit 0
+fi
+
+parts_of() {  # print the files holding part $1, in order (whole file, or split parts)
+  local d f
+  for d in $KIT_DIRS; do
+    if [ -f "$d/$1.tar.xz" ]; then echo "$d/$1.tar.xz"; return; fi
+  done
+  for d in $KIT_DIRS; do
+    for f in "$d/$1.tar.xz.part"*; do [ -f "$f" ] && echo "$(basename "$f") $f"; done
+  done | sort -u -k1,1 | cut -d' ' -f2
+}
+for part in site np126 pytriton; do
+  if [ -f "$DEST/$part/.kit_complete" ]; then echo "install_kit: $DEST/$part already there"; continue; fi
+  files=$(parts_of $part)
+  [ -n "$files" ] || { echo "install_kit: no $part.tar.xz[.partNN] in $KIT_DIRS" >&2; exit 1; }
+  rm -rf "${DEST:?}/$part"
+  # shellcheck disable=SC2086
+  cat $files | xz -dc -T0 | tar -x -C "$DEST"
+  touch "$DEST/$part/.kit_complete"
+  echo "install_kit: $part <- $(echo $files | tr '\n' ' ')($(du -sh "$DEST/$part" | cut -f1))"
+done
+
+TS=$DEST/pytriton/pytriton/tritonserver
+cp -p "$TS/python_backend_stubs/3.12/triton_python_backend_stub" "$TS/backends/python/"
+chmod +x "$TS/bin/tritonserver" "$TS/backends/python/triton_python_backend_stub"
+
+# the system Python 3.12 that the stub's libpython belongs to
+PY312=${PY312:-/usr/bin/python3.12}
+[ -x "$PY312" ] || PY312=$(readlink -f /opt/torch/.venv/bin/python3)
+LIBPY=""
+for c in "$($PY312 -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))' 2>/dev/null)/libpython3.12.so.1.0" \
+         /usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0 /usr/lib/libpython3.12.so.1.0 /usr/local/lib/libpython3.12.so.1.0; do
+  if [ -f "$c" ]; then LIBPY=$c; break; fi
+done
+[ -n "$LIBPY" ] || LIBPY=$(ldconfig -p | awk '/libpython3.12.so.1.0/ {print $NF; exit}')
+[ -n "$LIBPY" ] || { echo "install_kit: libpython3.12.so.1.0 not found" >&2; exit 1; }
+mkdir -p "$DEST/libpython312" && ln -sf "$LIBPY" "$DEST/libpython312/libpython3.12.so.1.0"
+
+make_stubenv() {  # make_stubenv DIR "PTH LINES"
+  local env=$1
+  rm -rf "$env"; mkdir -p "$env/bin" "$env/lib/python3.12/site-packages"
+  ln -s "$PY312" "$env/bin/python3"; ln -s python3 "$env/bin/python"; ln -s python3 "$env/bin/python3.12"
+  printf 'home = %s\ninclude-system-site-packages = false\nversion = %s\n' \
+    "$(dirname "$PY312")" "$($PY312 -c 'import platform; print(platform.python_version())')" > "$env/pyvenv.cfg"
+  cp "$HERE/stubenv/_kit_stub_fix.py" "$env/lib/python3.12/site-packages/"
+  printf 'import _kit_stub_fix\n%b' "$2" > "$env/lib/python3.12/site-packages/zz_kit.pth"
+}
+# numpy 1.26 first: the nvidia-pytriton 0.7.0 stub garbles tensors under numpy 2 (NOTES.md)
+make_stubenv "$DEST/stubenv" "import _kit_stub_fix; _kit_stub_fix.hide(*'${KIT_HIDE:-scipy sklearn}'.split())\n$DEST/np126\nimport site; site.addsitedir('$DEST/site')\nimport site; site.addsitedir('$VENV_SITE')\n"
+# a control with the image's numpy 2.x (expected to garble): used only by the probe
+make_stubenv "$DEST/stubenv_np2" "import site; site.addsitedir('$DEST/site')\nimport site; site.addsitedir('$VENV_SITE')\n"
+
+cat > "$DEST/kit_env.sh" <<EOF
+export KIT_SITE=$DEST/site KIT_NP126=$DEST/np126 KIT_PYTRITON=$DEST/pytriton KIT_STUBENV=$DEST/stubenv
+export KIT_LIBPY=$DEST/libpython312
+# python with the image's numpy 2.x + the kit (clients):  PYTHONPATH=\$KIT_CLIENT_PATH /opt/torch/.venv/bin/python3
+export KIT_CLIENT_PATH=$DEST/site/client_extra:$DEST/site
+# python exactly as the Triton stub sees it (numpy 1.26): \$KIT_STUBENV/bin/python3
+export VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+EOF
+echo "install_kit: python=$PY312 libpython=$LIBPY; env in $DEST/kit_env.sh"
