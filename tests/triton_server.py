@@ -104,16 +104,12 @@ def stub_pids(server: RunningServer, model: str) -> list[int]:
 
 def copy_repository(destination: Path, parameters: dict[tuple[str, str], str] | None = None) -> Path:
     """A copy of model_repository/ with some config.pbtxt string parameters replaced: {(model, key): value}."""
-    import re
     import shutil
+
+    from benchmarks.gpu_repo import set_parameter
 
     shutil.copytree(ROOT / "model_repository", destination)
     for (model, key), value in (parameters or {}).items():
         config = destination / model / "config.pbtxt"
-        text, count = re.subn(
-            rf'(key: "{re.escape(key)}", value: {{ string_value: )"[^"]*"', rf'\g<1>"{value}"', config.read_text()
-        )
-        if count != 1:
-            raise KeyError(f"{model}/config.pbtxt has no parameter {key}")
-        config.write_text(text)
+        config.write_text(set_parameter(config.read_text(), key, value))
     return destination
