@@ -14,6 +14,7 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient
+from reranker_client.healthcheck import check
 from tests.triton_server import RunningServer, start_server, stop_server, stub_pids
 
 QUERY, RELEVANT, IRRELEVANT = "What is the capital of France?", "Paris is the capital of France.", "Bananas are yellow."
@@ -48,6 +49,8 @@ def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     assert time.monotonic() - started < 10
     assert "Stub process 'rerank_engine_0_0' is not healthy" in raised.value.message()
     assert own_server.is_alive()
+    # Triton still calls the model READY; the deep health check does not.
+    assert check(own_server.grpc_url) is not None and "not healthy" in check(own_server.grpc_url)
 
     # A plain `load` of a model whose files did not change is a no-op in Triton 2.51: unload, then load.
     for action in ("unload", "load"):
@@ -55,6 +58,7 @@ def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
         with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=300) as response:
             assert response.status == 200
     assert _rank(own_server) == [1, 0]
+    assert check(own_server.grpc_url) is None
     assert stub_pids(own_server, "rerank_engine") and stub_pids(own_server, "rerank_engine") != pids
 
 

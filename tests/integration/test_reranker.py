@@ -170,11 +170,28 @@ BAD_REQUESTS = {
         lambda m: build_inputs(m, "q", ["a"], instruction="be strict"),
         "INSTRUCTION is not supported by this model (it takes no instruction)",
     ),
+    "two queries in one request": (
+        lambda m: [
+            _bytes(m, "QUERY", np.array([[b"q1"], [b"q2"]], dtype=np.object_)),
+            _bytes(m, "DOCUMENTS", np.array([[b"a"], [b"b"]], dtype=np.object_)),
+        ],
+        "QUERY must have shape [1, n] (one query per request), got [2, 1]",
+    ),
+    "TOP_N wrong dtype": (
+        lambda m: build_inputs(m, "q", ["a"])[:2] + [_int64_top_n(m)],
+        "inference input 'TOP_N' data-type is 'INT64', but model 'reranker' expects 'INT32'",
+    ),
     "two queries in one row": (
         lambda m: [_bytes(m, "QUERY", np.array([[b"q1", b"q2"]], dtype=np.object_)), build_inputs(m, "q", ["a"])[1]],
         "unexpected shape for input 'QUERY' for model 'reranker'",
     ),
 }
+
+
+def _int64_top_n(module):
+    tensor = module.InferInput("TOP_N", [1, 1], "INT64")
+    tensor.set_data_from_numpy(np.array([[1]], dtype=np.int64))
+    return tensor
 
 
 def _fp32_query(module):

@@ -1,0 +1,51 @@
+"""Deep health check: one real rerank request through the whole ensemble.
+
+Triton 2.51 keeps a Python model READY after its stub process died, so `/v2/health/ready` alone can stay green while
+every request fails. Use this as a liveness/readiness exec probe where the client is installed:
+
+    python -m reranker_client.healthcheck --url localhost:8001      # exit 0 healthy, 1 not (reason on stderr)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tritonclient.utils import InferenceServerException
+
+from .client import RerankClient
+
+QUERY = "What is the capital of France?"
+DOCUMENTS = ("Bananas are a good source of potassium.", "Paris is the capital and largest city of France.")
+
+
+def check(url: str, protocol: str = "grpc", timeout_s: float = 10.0) -> str | None:
+    """None when the ensemble answers and ranks the obvious document first, else why not."""
+    client = RerankClient(url, protocol=protocol, max_retries=0, timeout_s=timeout_s)
+    try:
+        response = client.rerank(QUERY, list(DOCUMENTS))
+    except (InferenceServerException, OSError) as exc:
+        return f"rerank request failed: {exc}"
+    finally:
+        client.close()
+    if [r.index for r in response.results] != [1, 0]:
+        return f"wrong ranking {[r.index for r in response.results]} for the probe pair"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="localhost:8001")
+    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    parser.add_argument("--timeout", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    problem = check(args.url, args.protocol, args.timeout)
+    if problem:
+        print(f"unhealthy: {problem}", file=sys.stderr)
+        return 1
+    print("healthy")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
