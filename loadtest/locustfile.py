@@ -20,8 +20,10 @@ Environment knobs: ``RERANK_MODEL`` (default ``reranker``), ``TRITON_GRPC_URL``,
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
+import logging
 import os
 import sys
 import time
@@ -44,6 +46,31 @@ try:  # gRPC under gevent: must run before any channel is created
 except Exception as exc:  # noqa: BLE001 - reported when a gRPC user starts
     grpcclient = None
     _GRPC_IMPORT_ERROR = exc
+
+
+_EXIT_CODE: list[int] = []
+
+
+@events.quit.add_listener
+def _remember_exit_code(exit_code, **_kwargs):
+    _EXIT_CODE.append(exit_code)
+
+
+def _exit_without_finalizing() -> None:
+    """With gRPC under gevent, the interpreter's final garbage collection sometimes deadlocks inside
+    grpc's cygrpc (a mutex in a finalizer; SIGTERM does not help) after locust has written its reports and
+    called sys.exit. Runs at exit after locust's own handlers (registered earlier, so it runs later):
+    flush, then leave with locust's exit code and skip that finalization."""
+    if not _EXIT_CODE:
+        return
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_EXIT_CODE[-1])
+
+
+if grpcclient is not None:
+    atexit.register(_exit_without_finalizing)
 
 
 def _env_int(name: str, default: int) -> int:

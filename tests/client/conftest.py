@@ -1,19 +1,9 @@
-"""A real tritonserver (default model repository) for the client tests; shared with tests/gateway."""
+"""Fixtures of the client tests; the session's real tritonserver (`server`, default model repository) is in
+tests/conftest.py, shared with tests/integration, tests/deploy and tests/gateway."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-
-from tests.client.shared_server import shared_server
-from tests.triton_server import RunningServer
-
-
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    with shared_server(tmp_path_factory) as running:
-        yield running
 
 
 @pytest.fixture(params=("http", "grpc"))

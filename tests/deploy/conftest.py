@@ -1,5 +1,5 @@
-"""Shared fixtures of tests/deploy: the repository root on sys.path, and a contract-checking
-stand-in Triton server on loopback for the load-test tools."""
+"""Shared fixtures of tests/deploy: the repository root on sys.path. The load-test tools run against the
+session's real tritonserver (`server`, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-for p in (str(REPO), str(HERE)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
-
-
-@pytest.fixture(scope="session")
-def fake_triton():
-    from fake_triton import FakeTriton
-
-    with FakeTriton() as server:
-        yield server

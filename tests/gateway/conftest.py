@@ -1,4 +1,4 @@
-"""The real tritonserver (shared with tests/client) and `python -m gateway` in front of it, on free ports."""
+"""`python -m gateway` in front of the session's real tritonserver (`server`, tests/conftest.py), on free ports."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.shared_server import shared_server
 from tests.triton_server import ROOT, RunningServer, free_port
 
 GATEWAY_START_TIMEOUT_S = 60.0
@@ -30,12 +29,6 @@ class RunningGateway:
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
-
-
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    with shared_server(tmp_path_factory) as running:
-        yield running
 
 
 def _status(url: str) -> int | None:

@@ -252,3 +252,17 @@ def test_scores_are_the_shipped_profile_applied_to_raw_scores(client):
     np.testing.assert_allclose(response.scores, profile.apply(response.raw_scores), atol=1e-6)
     assert np.all((response.scores >= 0) & (response.scores <= 1))
     assert response.scores[0] > 0.5 > response.scores[1]
+
+
+@pytest.mark.parametrize("outputs", [("SCORES",), ("RANKING",), ("RANKING", "CALIBRATION"), ("RAW_SCORES", "TRUNCATED")])
+def test_any_subset_of_outputs_can_be_requested(server, protocol, outputs):
+    module = _protocol_module(protocol)
+    query, relevant, irrelevant = KNOWN[0]
+    result = module.InferenceServerClient(server.url(protocol)).infer(
+        "reranker", build_inputs(module, query, [irrelevant, relevant]),
+        outputs=[module.InferRequestedOutput(name) for name in outputs],
+    )
+    for name in outputs:
+        assert result.as_numpy(name) is not None
+    if "RANKING" in outputs:
+        assert result.as_numpy("RANKING")[0].tolist() == [1, 0]

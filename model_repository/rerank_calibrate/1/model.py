@@ -30,6 +30,7 @@ class TritonPythonModel:
         result = calibrate(profile, raw, top_n)
         return {
             "SCORES": result.scores[None, :],
+            "RAW_SCORES_OUT": raw[None, :].astype(np.float32),
             "RANKING": result.ranking[None, :],
             "CALIBRATION": np.array([[result.profile_tag.encode()]], dtype=np.object_),
         }
