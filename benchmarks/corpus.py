@@ -24,12 +24,8 @@ if __package__ in (None, ""):
 
 from benchmarks.build_models import filler_words  # noqa: E402
 
-N_DOCS = 64
-DOC_TOKENS = 500
-QUERY_TOKENS = 20
-TOP_N = 10
-LENGTH_JITTER = 0.10  # document lengths uniform in DOC_TOKENS * [0.9, 1.1]
-RELEVANT_FRACTION = 0.125  # 8 of 64 documents carry query words
+# The seed load shape, one definition for the load tests and the benchmark.
+from loadtest.corpus import DOC_TOKENS, LENGTH_JITTER, N_DOCS, QUERY_TOKENS, RELEVANT_FRACTION, TOP_N  # noqa: E402,F401
 
 
 @dataclass(frozen=True)
