@@ -728,27 +728,13 @@ def _stats_delta(before: dict, after: dict, level: dict) -> dict:
     }}
 
 
-def contract_inputs(grpcmod, query: str, documents: list[str], top_n: int) -> list:
-    """The request tensors of docs/CONTRACT.md: QUERY [1,1], DOCUMENTS [1,N] (BYTES), TOP_N [1,1] (INT32)."""
-    import numpy as np
-
-    tensors = [("QUERY", np.array([[query.encode()]], dtype=np.object_), "BYTES"),
-               ("DOCUMENTS", np.array([[d.encode() for d in documents]], dtype=np.object_), "BYTES"),
-               ("TOP_N", np.array([[top_n]], dtype=np.int32), "INT32")]
-    out = []
-    for name, array, dtype in tensors:
-        t = grpcmod.InferInput(name, list(array.shape), dtype)
-        t.set_data_from_numpy(array)
-        out.append(t)
-    return out
-
-
 def child_triton(s: Settings, result: dict, pgid_file: Path) -> None:
     import numpy as np
     import tritonclient.grpc as grpcmod
     import tritonclient.grpc.aio as grpcaio
 
     from benchmarks.gpu_repo import GPU_ENGINE, bench_profile, make_repository
+    from reranker_client.core import build_inputs
 
     work = Workload(s)
     baseline = (gpu_memory_used_mib() or [None])[0]
@@ -811,7 +797,7 @@ def child_triton(s: Settings, result: dict, pgid_file: Path) -> None:
         def inputs(k: int):
             if k not in prepared:
                 r = work.requests[k]
-                prepared[k] = contract_inputs(grpcmod, r.query, list(r.documents), r.top_n)
+                prepared[k] = build_inputs(grpcmod, r.query, list(r.documents), top_n=r.top_n)
             return prepared.pop(k)
 
         for k in range(len(work.requests)):  # all InferInputs built before the clock starts

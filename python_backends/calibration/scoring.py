@@ -159,6 +159,10 @@ class TritonScorer:
     ) -> None:
         import tritonclient.grpc as grpcclient  # only the scoring path needs tritonclient
 
+        from reranker_client.core import build_inputs
+
+        self._build_inputs = build_inputs
+
         self._grpc = grpcclient
         self.client = client if client is not None else grpcclient.InferenceServerClient(url=url)
         self.model_name = model_name
@@ -167,18 +171,9 @@ class TritonScorer:
         self.timeout_s = timeout_s
         self.progress = progress
 
-    def _bytes_input(self, name: str, values: Sequence[str]) -> Any:
-        tensor = np.array([[v.encode("utf-8") for v in values]], dtype=np.object_)
-        inp = self._grpc.InferInput(name, list(tensor.shape), "BYTES")
-        inp.set_data_from_numpy(tensor)
-        return inp
-
     def _score_query(self, query: str, documents: list[str]) -> tuple[np.ndarray, int]:
-        inputs = [self._bytes_input("QUERY", [query]), self._bytes_input("DOCUMENTS", documents)]
-        if self.instruction is not None:
-            inputs.append(self._bytes_input("INSTRUCTION", [self.instruction]))
-        # SCORES is requested though unused: Triton 2.51 fails an ensemble request whose outputs leave out
-        # the last step's ("unexpected deadlock, at least one output is not set").
+        inputs = self._build_inputs(self._grpc, query, documents, instruction=self.instruction)
+        # SCORES is requested though unused (it was needed while the ensemble deadlocked on output subsets).
         outputs = [self._grpc.InferRequestedOutput(name) for name in ("RAW_SCORES", "TRUNCATED", "SCORES")]
         try:
             result = self.client.infer(self.model_name, inputs, outputs=outputs, client_timeout=self.timeout_s)
