@@ -41,10 +41,6 @@ class ModelParameters:
             raise ConfigError(f"model '{self.model_name}': parameter '{key}' is empty")
         return value
 
-    def optional_text(self, key: str) -> str | None:
-        """A parameter that may be left empty ("") to mean 'not set'; it must still be declared."""
-        return self._raw(key) or None
-
     def integer(self, key: str, minimum: int | None = None) -> int:
         value = self._raw(key)
         try:
