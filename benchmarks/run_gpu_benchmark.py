@@ -734,7 +734,7 @@ def child_triton(s: Settings, result: dict, pgid_file: Path) -> None:
     import tritonclient.grpc.aio as grpcaio
 
     from benchmarks.gpu_repo import GPU_ENGINE, bench_profile, make_repository
-    from reranker_client.core import build_inputs
+    from reranker_client import build_inputs
 
     work = Workload(s)
     baseline = (gpu_memory_used_mib() or [None])[0]

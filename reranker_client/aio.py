@@ -3,52 +3,25 @@
     async with AsyncRerankClient("localhost:8001", protocol="grpc") as client:
         response = await client.rerank(query, documents, top_n=10)
 
-Same arguments, splitting, merging and retries as `RerankClient`; the pure parts live in
-`reranker_client.core`.
+Same arguments, splitting, merging and retries as `RerankClient`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from tritonclient.utils import InferenceServerException
 
-from .core import (
-    DEFAULT_MAX_DOCUMENTS_PER_REQUEST,
-    MODEL_NAME,
-    Chunk,
-    ClientOptions,
-    ParsedResponse,
-    RerankPlan,
-    RerankResponse,
-    RetryPolicy,
-    merge,
-    parse_result,
-    plan_rerank,
-    protocol_module,
-    rebase_error,
-    requested_outputs,
-)
+from python_backends.contract import ServerLimits
 
-T = TypeVar("T")
-
-
-async def call_with_retry_async(
-    call: Callable[[], Awaitable[T]],
-    policy: RetryPolicy,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> T:
-    delays = policy.delays()
-    while True:
-        try:
-            return await call()
-        except Exception as error:
-            delay = policy.next_delay(delays, error)
-            if delay is None:
-                raise
-        await sleep(delay)
+from .merging import merge, rebase_error
+from .options import MODEL_NAME, ClientOptions
+from .planning import Chunk, RerankPlan, plan_rerank
+from .results import RerankResponse
+from .retry import call_with_retry_async
+from .wire import ParsedResponse, parse_result, requested_outputs
 
 
 class AsyncRerankClient(ClientOptions):
@@ -61,7 +34,7 @@ class AsyncRerankClient(ClientOptions):
         protocol: str = "grpc",
         model_name: str = MODEL_NAME,
         *,
-        max_documents_per_request: int = DEFAULT_MAX_DOCUMENTS_PER_REQUEST,
+        max_documents_per_request: int | None = None,
         max_concurrency: int = 4,
         max_retries: int = 3,
         backoff_s: float = 0.1,
@@ -79,9 +52,18 @@ class AsyncRerankClient(ClientOptions):
         else:
             self.client = self.module.InferenceServerClient(url)
 
+    async def limits(self) -> ServerLimits:
+        """The server's request limits, read from its model configuration once and remembered."""
+        if self._limits is None:
+            config = await call_with_retry_async(
+                lambda: self.client.get_model_config(**self._config_kwargs()), self.retry, self._sleep
+            )
+            self._remember(config)
+        return self._limits
+
     async def _infer(self, plan: RerankPlan, chunk: Chunk, limit: asyncio.Semaphore) -> ParsedResponse:
         inputs = plan.inputs(self.module, chunk)
-        outputs = requested_outputs(self.module)
+        outputs = requested_outputs(self.module, plan.split)
         kwargs = {"client_timeout": self.timeout_s} if self.protocol == "grpc" and self.timeout_s else {}
 
         async def once() -> Any:
@@ -89,7 +71,7 @@ class AsyncRerankClient(ClientOptions):
                 return await self.client.infer(self.model_name, inputs, outputs=outputs, **kwargs)
 
         try:
-            return parse_result(await call_with_retry_async(once, self.retry, self._sleep))
+            return parse_result(await call_with_retry_async(once, self.retry, self._sleep), plan.split)
         except InferenceServerException as error:
             if plan.split:
                 raise rebase_error(error, chunk.offset) from error
@@ -102,8 +84,10 @@ class AsyncRerankClient(ClientOptions):
         top_n: int | None = None,
         instruction: str | None = None,
         return_documents: bool = False,
+        max_tokens_per_doc: int | None = None,
     ) -> RerankResponse:
-        plan = plan_rerank(query, documents, top_n, instruction, self.max_documents_per_request)
+        split_at = self._split_at(await self.limits())
+        plan = plan_rerank(query, documents, split_at, top_n, instruction, max_tokens_per_doc)
         limit = asyncio.Semaphore(self.max_concurrency)
         outcomes = await asyncio.gather(
             *(self._infer(plan, chunk, limit) for chunk in plan.chunks), return_exceptions=True

@@ -1,10 +1,9 @@
-"""Synchronous client of the tensor contract in docs/CONTRACT.md (HTTP or gRPC, via tritonclient).
+"""Synchronous client of the tensor contract (python_backends.contract; HTTP or gRPC, via tritonclient).
 
 `RerankClient("localhost:8001", protocol="grpc").rerank(query, documents, top_n=10)` returns results
 best first with index, relevance_score (calibrated), raw_score and, on request, the document.
-A candidate list longer than `max_documents_per_request` is sent as several concurrent requests and merged;
-UNAVAILABLE answers (a full queue, a server going away) are retried with backoff. The pure parts are in
-`reranker_client.core`, shared with `AsyncRerankClient` (`reranker_client.aio`).
+A candidate list longer than the server's `max_documents` is sent as several concurrent requests and merged;
+UNAVAILABLE answers (a full queue, a server going away) are retried with backoff.
 """
 
 from __future__ import annotations
@@ -13,62 +12,23 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from tritonclient.utils import InferenceServerException
 
-from .core import (
-    DEFAULT_MAX_DOCUMENTS_PER_REQUEST,
-    MODEL_NAME,
-    OUTPUTS,
-    Chunk,
-    ClientOptions,
-    ParsedResponse,
-    RerankPlan,
-    RerankResponse,
-    RerankResult,
-    RetryPolicy,
-    build_inputs,
-    merge,
-    parse_response,
-    parse_result,
-    plan_rerank,
-    protocol_module,
-    rebase_error,
-    requested_outputs,
-)
+from python_backends.contract import ServerLimits
 
-__all__ = [
-    "MODEL_NAME",
-    "OUTPUTS",
-    "RerankClient",
-    "RerankResponse",
-    "RerankResult",
-    "build_inputs",
-    "call_with_retry",
-    "parse_response",
-]
-
-T = TypeVar("T")
-
-
-def call_with_retry(
-    call: Callable[[], T], policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep
-) -> T:
-    delays = policy.delays()
-    while True:
-        try:
-            return call()
-        except Exception as error:
-            delay = policy.next_delay(delays, error)
-            if delay is None:
-                raise
-        sleep(delay)
+from .merging import merge, rebase_error
+from .options import MODEL_NAME, ClientOptions
+from .planning import Chunk, RerankPlan, plan_rerank
+from .results import RerankResponse
+from .retry import call_with_retry
+from .wire import ParsedResponse, parse_result, requested_outputs
 
 
 class RerankClient(ClientOptions):
     """Synchronous client: one call = one query and all its documents, split into requests of at most
-    `max_documents_per_request` that run `max_concurrency` at a time.
+    `max_documents_per_request` (default: the server's limit) that run `max_concurrency` at a time.
 
     gRPC shares one thread-safe tritonclient; HTTP's tritonclient is not thread-safe, so each worker
     thread gets its own.
@@ -80,7 +40,7 @@ class RerankClient(ClientOptions):
         protocol: str = "grpc",
         model_name: str = MODEL_NAME,
         *,
-        max_documents_per_request: int = DEFAULT_MAX_DOCUMENTS_PER_REQUEST,
+        max_documents_per_request: int | None = None,
         max_concurrency: int = 4,
         max_retries: int = 3,
         backoff_s: float = 0.1,
@@ -117,16 +77,23 @@ class RerankClient(ClientOptions):
                 self._extra_clients.append(client)
         return client
 
+    def limits(self) -> ServerLimits:
+        """The server's request limits, read from its model configuration once and remembered."""
+        if self._limits is None:
+            config = call_with_retry(lambda: self.client.get_model_config(**self._config_kwargs()), self.retry, self._sleep)
+            self._remember(config)
+        return self._limits
+
     def _infer(self, plan: RerankPlan, chunk: Chunk, pooled: bool = False) -> ParsedResponse:
         inputs = plan.inputs(self.module, chunk)
-        outputs = requested_outputs(self.module)
+        outputs = requested_outputs(self.module, plan.split)
         kwargs = {"client_timeout": self.timeout_s} if self.protocol == "grpc" and self.timeout_s else {}
 
         def once() -> Any:
             return self._client_for(pooled).infer(self.model_name, inputs, outputs=outputs, **kwargs)
 
         try:
-            return parse_result(call_with_retry(once, self.retry, self._sleep))
+            return parse_result(call_with_retry(once, self.retry, self._sleep), plan.split)
         except InferenceServerException as error:
             if plan.split:
                 raise rebase_error(error, chunk.offset) from error
@@ -145,8 +112,10 @@ class RerankClient(ClientOptions):
         top_n: int | None = None,
         instruction: str | None = None,
         return_documents: bool = False,
+        max_tokens_per_doc: int | None = None,
     ) -> RerankResponse:
-        plan = plan_rerank(query, documents, top_n, instruction, self.max_documents_per_request)
+        split_at = self._split_at(self.limits())
+        plan = plan_rerank(query, documents, split_at, top_n, instruction, max_tokens_per_doc)
         if not plan.split:
             return merge(plan, [self._infer(plan, plan.chunks[0])], return_documents)
         futures = [self._executor().submit(self._infer, plan, chunk, True) for chunk in plan.chunks]

@@ -159,7 +159,7 @@ class TritonScorer:
     ) -> None:
         import tritonclient.grpc as grpcclient  # only the scoring path needs tritonclient
 
-        from reranker_client.core import build_inputs
+        from reranker_client import build_inputs
 
         self._build_inputs = build_inputs
 

@@ -115,9 +115,19 @@ def test_more_documents_than_the_server_takes_in_one_request(server):
     documents[777] = RELEVANT
     with RerankClient(server.grpc_url, "grpc") as client:
         response = client.rerank(QUERY, documents, top_n=3)
-    assert response.requests == 5  # 205 each; one request of more than 1024 the server refuses
+        assert client.limits().max_documents == 1024  # rerank_preprocess/config.pbtxt, read from the server
+    assert response.requests == 2  # 513 + 512; one request of more than 1024 the server refuses
     assert response.results[0].index == 777
     assert response.scores.shape == (1025,)
+
+
+def test_the_client_learns_the_servers_limits(server, protocol):
+    from python_backends.contract import ServerLimits
+
+    with RerankClient(server.url(protocol), protocol) as client:
+        assert client.limits() == ServerLimits(
+            max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256
+        )
 
 
 def test_concurrent_async_calls_share_one_client(server, protocol):

@@ -10,7 +10,10 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from reranker_client import AsyncRerankClient, RerankClient, RetryPolicy, is_retryable
-from reranker_client.core import ParsedResponse, merge, plan_rerank, rebase_error, split_sizes
+from python_backends.contract import ServerLimits
+from reranker_client.merging import merge, rebase_error
+from reranker_client.planning import plan_rerank, split_sizes
+from reranker_client.wire import ParsedResponse
 
 UNAVAILABLE_GRPC = InferenceServerException(msg="Server is stopping", status="StatusCode.UNAVAILABLE")
 QUEUE_FULL_HTTP = InferenceServerException(
@@ -39,6 +42,19 @@ class FakeResult:
         return self.arrays[name]
 
 
+# rerank_preprocess's configuration as Triton's HTTP endpoint serves it (gRPC's as_json wraps it in "config")
+PREPROCESS_CONFIG = {
+    "name": "rerank_preprocess",
+    "parameters": {
+        "max_documents": {"string_value": "1024"},
+        "max_document_bytes": {"string_value": "65536"},
+        "max_query_bytes": {"string_value": "4096"},
+        "max_model_len": {"string_value": "256"},
+        "long_documents": {"string_value": "truncate"},
+    },
+}
+
+
 class StubTriton:
     """Raises the given errors in turn, then answers; counts calls. `infer` is sync or async to match."""
 
@@ -47,6 +63,7 @@ class StubTriton:
         self.calls = 0
         self.asynchronous = asynchronous
         self.requested: list[list[str]] = []
+        self.config_calls: list[tuple[str, bool]] = []
 
     def _answer(self, outputs) -> FakeResult:
         self.calls += 1
@@ -54,6 +71,15 @@ class StubTriton:
         if self.errors:
             raise self.errors.pop(0)
         return FakeResult()
+
+    def _maybe_async(self, value):
+        if not self.asynchronous:
+            return value
+
+        async def answer():
+            return value
+
+        return answer()
 
     def infer(self, model_name, inputs, outputs=None, **kwargs):
         if not self.asynchronous:
@@ -63,6 +89,10 @@ class StubTriton:
             return self._answer(outputs)
 
         return answer()
+
+    def get_model_config(self, model_name, as_json=False):
+        self.config_calls.append((model_name, as_json))
+        return self._maybe_async({"config": PREPROCESS_CONFIG} if as_json else PREPROCESS_CONFIG)
 
     def close(self):
         return asyncio.sleep(0) if self.asynchronous else None
@@ -111,7 +141,23 @@ def test_unavailable_twice_then_an_answer(kind, protocol, error):
     assert [r.index for r in response.results] == [1, 0]
     assert len(waits) == 2
     assert 0.05 <= waits[0] <= 0.1 and 0.1 <= waits[1] <= 0.2  # exponential backoff, jittered down to half
-    assert stub.requested[0] == ["SCORES", "RAW_SCORES", "RANKING", "TRUNCATED", "CALIBRATION"]  # all outputs
+    assert stub.requested[0] == ["SCORES", "RAW_SCORES", "RANKING", "TRUNCATED", "CALIBRATION"]
+    assert stub.config_calls == [("rerank_preprocess", protocol == "grpc")]  # the limits, read once
+
+
+def test_a_split_call_does_not_ask_for_the_servers_ranking(kind):
+    response, stub, _ = rerank_with_stub(kind, "grpc", [], max_documents_per_request=1)
+    assert stub.requested == [["SCORES", "RAW_SCORES", "TRUNCATED", "CALIBRATION"]] * 2
+    assert response.requests == 2
+
+
+def test_server_limits_from_the_model_configuration():
+    limits = ServerLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256)
+    assert ServerLimits.from_model_config(PREPROCESS_CONFIG) == limits
+    assert ServerLimits.from_model_config({"config": PREPROCESS_CONFIG}) == limits
+    broken = {"name": "rerank_preprocess", "parameters": {**PREPROCESS_CONFIG["parameters"], "max_model_len": {}}}
+    with pytest.raises(ValueError, match="model 'rerank_preprocess': configuration parameter 'max_model_len' is None"):
+        ServerLimits.from_model_config(broken)
 
 
 @pytest.mark.parametrize("protocol,error", [("grpc", INVALID_GRPC), ("http", INVALID_HTTP)])
@@ -160,23 +206,23 @@ def test_split_sizes_are_balanced():
 
 
 def test_plan_sends_top_n_only_when_not_split():
-    single = plan_rerank("q", ["a", "b"], top_n=1)
+    single = plan_rerank("q", ["a", "b"], 1024, top_n=1)
     assert not single.split and single.chunks[0].top_n == 1
-    split = plan_rerank("q", list("abcdefg"), top_n=2, max_documents_per_request=3)
+    split = plan_rerank("q", list("abcdefg"), 3, top_n=2)
     assert split.split and [c.offset for c in split.chunks] == [0, 3, 5] and {c.top_n for c in split.chunks} == {None}
     with pytest.raises(ValueError, match="TOP_N must be between 1 and the number of documents"):
-        plan_rerank("q", ["a", "b"], top_n=2**40)  # would overflow the INT32 tensor
+        plan_rerank("q", ["a", "b"], 1024, top_n=2**40)  # would overflow the INT32 tensor
     with pytest.raises(TypeError):
-        plan_rerank("q", "a single string")
+        plan_rerank("q", "a single string", 1024)
 
 
 def _parsed(raw: list[float], truncated: int = 0, tag: str = "p@1") -> ParsedResponse:
     raw_array = np.array(raw, dtype=np.float32)
-    return ParsedResponse(raw_array / 10 + 0.5, raw_array, np.argsort(-raw_array), truncated, tag)
+    return ParsedResponse(raw_array / 10 + 0.5, raw_array, None, truncated, tag)
 
 
 def test_merge_ranks_over_raw_scores_with_ties_in_input_order():
-    plan = plan_rerank("q", list("abcdefg"), top_n=4, max_documents_per_request=3)
+    plan = plan_rerank("q", list("abcdefg"), 3, top_n=4)
     merged = merge(plan, [_parsed([0.1, 0.9, 0.3], 1), _parsed([0.9, -1.0]), _parsed([0.5, 0.2], 2)], True)
     assert [r.index for r in merged.results] == [1, 3, 5, 2]  # 0.9 (index 1) before the tied 0.9 (index 3)
     assert [r.document for r in merged.results] == ["b", "d", "f", "c"]
@@ -185,7 +231,7 @@ def test_merge_ranks_over_raw_scores_with_ties_in_input_order():
 
 
 def test_merge_refuses_mixed_calibration_profiles():
-    plan = plan_rerank("q", list("abcd"), max_documents_per_request=2)
+    plan = plan_rerank("q", list("abcd"), 2)
     with pytest.raises(RuntimeError, match="different profiles"):
         merge(plan, [_parsed([0.1, 0.2], tag="p@1"), _parsed([0.3, 0.4], tag="p@2")], False)
 
@@ -195,3 +241,18 @@ def test_rebase_error_moves_document_indices():
     rebased = rebase_error(error, 6)
     assert rebased.message() == "in ensemble 'reranker', DOCUMENTS[7] is empty"
     assert rebased.status() == "400"
+
+
+def test_optional_inputs_are_sent_only_when_given():
+    import tritonclient.grpc as grpcclient
+
+    from reranker_client import build_inputs
+
+    plain = build_inputs(grpcclient, "q", ["a", "b"])
+    assert [(t.name(), t.datatype(), t.shape()) for t in plain] == [("QUERY", "BYTES", [1, 1]), ("DOCUMENTS", "BYTES", [1, 2])]
+    full = build_inputs(grpcclient, "q", ["a"], top_n=1, instruction="i", max_tokens_per_doc=7)
+    assert [(t.name(), t.datatype(), t.shape()) for t in full][2:] == [
+        ("INSTRUCTION", "BYTES", [1, 1]), ("TOP_N", "INT32", [1, 1]), ("MAX_TOKENS_PER_DOC", "INT32", [1, 1])
+    ]
+    with pytest.raises(ValueError, match="MAX_TOKENS_PER_DOC must fit INT32, got 4294967296"):
+        build_inputs(grpcclient, "q", ["a"], max_tokens_per_doc=2**32)

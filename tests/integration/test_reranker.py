@@ -11,7 +11,7 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient, build_inputs
-from reranker_client.core import protocol_module as _protocol_module
+from reranker_client import protocol_module as _protocol_module
 
 KNOWN = [
     (

@@ -1,0 +1,93 @@
+"""The public contract of the `reranker` ensemble: tensor names, dtypes, per-request shapes, which inputs are
+optional, and where the server's limits live. docs/CONTRACT.md is this module in prose.
+
+Read by the client (reranker_client), the gateway and the load tests, so none of them spells a tensor name or a
+limit of its own. The limits are not copied here: they are parameters of rerank_preprocess's config.pbtxt, and a
+client learns them from the running server (`GET /v2/models/rerank_preprocess/config`, or gRPC ModelConfig) with
+`ServerLimits.from_model_config`. Standard library only: the locust image imports it without numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MODEL_NAME = "reranker"  # the ensemble clients call
+LIMITS_MODEL_NAME = "rerank_preprocess"  # the step whose config.pbtxt parameters hold the request limits
+
+# Tensor names
+QUERY = "QUERY"
+DOCUMENTS = "DOCUMENTS"
+INSTRUCTION = "INSTRUCTION"
+TOP_N = "TOP_N"
+MAX_TOKENS_PER_DOC = "MAX_TOKENS_PER_DOC"
+SCORES = "SCORES"
+RAW_SCORES = "RAW_SCORES"
+RANKING = "RANKING"
+TRUNCATED = "TRUNCATED"
+CALIBRATION = "CALIBRATION"
+
+N = "N"  # the request's number of documents, in `Tensor.dims`
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    datatype: str  # KServe v2 / tritonclient datatype
+    dims: tuple[int | str, ...]  # per request, with the leading batch dimension 1; "N" = number of documents
+    required: bool
+    meaning: str
+
+    def shape(self, n_documents: int) -> list[int]:
+        """The shape one request sends (inputs) or gets (outputs other than RANKING, whose length is top_n)."""
+        return [n_documents if d == N else int(d) for d in self.dims]
+
+
+INPUTS: tuple[Tensor, ...] = (
+    Tensor(QUERY, "BYTES", (1, 1), True, "the query, UTF-8"),
+    Tensor(DOCUMENTS, "BYTES", (1, N), True, "the candidate documents, UTF-8, 1 <= N <= max_documents"),
+    Tensor(INSTRUCTION, "BYTES", (1, 1), False, "task instruction, instruction-following rerankers only"),
+    Tensor(TOP_N, "INT32", (1, 1), False, "length of RANKING, 1 <= TOP_N <= N; absent: N"),
+    Tensor(
+        MAX_TOKENS_PER_DOC, "INT32", (1, 1), False,
+        "per-request cap on each document's tokens (the query and template are never cut); absent: max_model_len",
+    ),
+)
+OUTPUTS: tuple[Tensor, ...] = (
+    Tensor(SCORES, "FP32", (1, N), True, "calibrated relevance probability in 0..1, input order"),
+    Tensor(RAW_SCORES, "FP32", (1, N), True, "the engine's raw score, input order"),
+    Tensor(RANKING, "INT32", (1, "TOP_N"), True, "document indices, best first"),
+    Tensor(TRUNCATED, "INT32", (1, 1), True, "how many documents were cut (max_model_len or MAX_TOKENS_PER_DOC)"),
+    Tensor(CALIBRATION, "BYTES", (1, 1), True, "the calibration profile applied, name@version"),
+)
+TENSORS: dict[str, Tensor] = {t.name: t for t in (*INPUTS, *OUTPUTS)}
+OPTIONAL_INPUTS: tuple[str, ...] = tuple(t.name for t in INPUTS if not t.required)
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """The request limits the server enforces, as rerank_preprocess's config.pbtxt parameters state them."""
+
+    max_documents: int  # documents per request
+    max_document_bytes: int  # UTF-8 bytes per document
+    max_query_bytes: int  # UTF-8 bytes of the query
+    max_model_len: int  # tokens of one query-document sequence; longer documents are cut
+
+    @classmethod
+    def from_model_config(cls, config: Mapping[str, Any]) -> ServerLimits:
+        """From the model configuration as Triton serves it: HTTP's JSON, or gRPC's `as_json=True` answer (the
+        same object under a "config" key)."""
+        config = config.get("config", config)
+        parameters = config.get("parameters") or {}
+        values = {}
+        for name in cls.__dataclass_fields__:
+            entry = parameters.get(name)
+            raw = entry.get("string_value") if isinstance(entry, Mapping) else None
+            try:
+                values[name] = int(str(raw).strip())
+            except ValueError:
+                model = config.get("name", LIMITS_MODEL_NAME)
+                raise ValueError(f"model {model!r}: configuration parameter {name!r} is {raw!r}, not an integer") from None
+        return cls(**values)

@@ -1,0 +1,55 @@
+"""The caller's response from the responses of a plan's requests, and the errors of a split call in the caller's
+document numbering."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from tritonclient.utils import InferenceServerException
+
+from python_backends import contract
+
+from .planning import RerankPlan
+from .results import RerankResponse, make_response
+from .wire import ParsedResponse
+
+_DOCUMENT_INDEX = re.compile(rf"{contract.DOCUMENTS}\[(\d+)\]")
+
+
+def rebase_error(error: InferenceServerException, offset: int) -> InferenceServerException:
+    """A chunk's error with its DOCUMENTS[i] indices turned into the caller's (i + offset)."""
+    if offset == 0:
+        return error
+    message = _DOCUMENT_INDEX.sub(lambda m: f"{contract.DOCUMENTS}[{int(m.group(1)) + offset}]", error.message() or "")
+    return InferenceServerException(msg=message, status=error.status(), debug_details=error.debug_details())
+
+
+class CalibrationChangedError(RuntimeError):
+    """The requests of one split call were answered under different calibration profiles (a profile was
+    swapped mid-call): their scores are not comparable, so the call fails rather than mix them."""
+
+
+def merge(plan: RerankPlan, parsed: Sequence[ParsedResponse], return_documents: bool) -> RerankResponse:
+    """The caller's response from each chunk's (in chunk order).
+
+    A single request keeps the server's ranking. A split call concatenates scores in input order and ranks
+    over the raw scores exactly as the server does (stable descending sort of float64(raw), ties in input
+    order), then cuts at top_n: ranking by raw score is ranking by calibrated score because calibration is
+    monotone and applied per document, and raw scores still separate the ties a flat isotonic step makes.
+    """
+    documents = plan.documents if return_documents else None
+    if not plan.split:
+        only = parsed[0]
+        return make_response(only.scores, only.raw_scores, only.ranking, only.truncated, only.calibration, documents)
+    tags = sorted({p.calibration for p in parsed})
+    if len(tags) != 1:
+        raise CalibrationChangedError(f"the requests of one call were calibrated by different profiles: {tags}")
+    scores = np.concatenate([p.scores for p in parsed])
+    raw = np.concatenate([p.raw_scores for p in parsed])
+    order = np.argsort(-raw.astype(np.float64), kind="stable")
+    top_n = len(raw) if plan.top_n is None else int(plan.top_n)
+    return make_response(
+        scores, raw, order[:top_n], sum(p.truncated for p in parsed), tags[0], documents, requests=len(parsed)
+    )
