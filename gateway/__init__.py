@@ -1,4 +1,5 @@
-"""Cohere/Jina-style REST gateway (`POST /v1/rerank`) in front of the Triton `reranker` ensemble.
+"""REST gateway in front of the Triton `reranker` ensemble: Cohere `POST /v1/rerank` and `/v2/rerank`, vLLM's and
+Jina's `/rerank` and `/v1/rerank`, and TEI's `/rerank` body, each in its own request and response shapes.
 
 `python -m gateway` serves it with uvicorn; settings come from the environment (`gateway.settings`).
 """

@@ -1,28 +1,31 @@
-"""Request and response bodies of `POST /v1/rerank` (Cohere / Jina style) and the error body."""
+"""Request and response bodies: one for Cohere (v1, v2), vLLM and Jina, whose shapes agree field by field; TEI's
+own; and the error bodies. Unknown fields are ignored, as each of these APIs does."""
 
 from __future__ import annotations
+
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class Document(BaseModel):
+class TextObject(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    text: str = Field(description="The document's text.")
+    text: str
 
 
 class RerankRequest(BaseModel):
-    # Fields other clients send (rank_fields, max_chunks_per_doc, ...) are accepted and ignored.
+    """Cohere's /v1/rerank and /v2/rerank, vLLM's and Jina's /rerank and /v1/rerank."""
+
     model_config = ConfigDict(
         extra="ignore",
         json_schema_extra={
             "examples": [
                 {
-                    "model": "reranker",
                     "query": "What is the capital of France?",
                     "documents": [
                         "Bananas are a good source of potassium.",
-                        {"text": "Paris is the capital and largest city of France."},
+                        {"title": "Paris", "text": "Paris is the capital and largest city of France."},
                     ],
                     "top_n": 1,
                     "return_documents": True,
@@ -31,18 +34,29 @@ class RerankRequest(BaseModel):
         },
     )
 
-    model: str = Field(description="Name of the served model (GET /health lists them).")
-    query: str = Field(description="The query.")
-    documents: list[str | Document] = Field(
-        description="Candidate documents, as strings or {\"text\": ...} objects. Lists longer than the "
-        "server's per-request limit are split into several Triton requests and merged."
+    model: str | None = Field(default=None, description="A served name (GET /health lists them); default RERANK_MODEL.")
+    query: str | TextObject = Field(description="The query (Jina also sends {\"text\": ...}).")
+    documents: list[str | dict[str, Any]] | str = Field(
+        description="Candidate documents: strings, or objects whose `rank_fields` (default `text`) are ranked; "
+        "lists longer than the server's per-request limit are split into several Triton requests and merged."
     )
     top_n: int | None = Field(
-        default=None,
-        description="How many results to return, best first; default all. Larger than the number of "
-        "documents means all of them.",
+        default=None, description="How many results, best first; default all, and so is a value above the count."
     )
-    return_documents: bool = Field(default=False, description="Return each result's document text.")
+    rank_fields: list[str] | None = Field(
+        default=None, description="Cohere: the object fields ranked, in this order, as `key: value` lines."
+    )
+    return_documents: bool | None = Field(
+        default=None, description="Return each result's document as sent; default true on /rerank and "
+        "/v1/rerank (Jina, vLLM), false on /v2/rerank (Cohere)."
+    )
+    max_tokens_per_doc: int | None = Field(
+        default=None, description="Cohere v2 / vLLM: cut each document to this many tokens (counted in "
+        "meta.truncated); the query and template are never cut."
+    )
+    truncate_prompt_tokens: int | None = Field(
+        default=None, description="vLLM: the same cap on the document's tokens; -1 means the model's limit."
+    )
     instruction: str | None = Field(
         default=None, description="Task instruction, for instruction-following rerankers (Qwen3-Reranker) only."
     )
@@ -50,19 +64,34 @@ class RerankRequest(BaseModel):
         default=False, description="Add meta.raw_scores: the engine's uncalibrated scores, in input order."
     )
 
-    def texts(self) -> list[str]:
-        return [d if isinstance(d, str) else d.text for d in self.documents]
+    def document_list(self) -> list[str | dict[str, Any]]:
+        return [self.documents] if isinstance(self.documents, str) else list(self.documents)
+
+    def query_text(self) -> str:
+        return self.query if isinstance(self.query, str) else self.query.text
 
 
 class RerankResult(BaseModel):
     index: int = Field(description="Position of the document in the request's `documents`.")
     relevance_score: float = Field(description="Calibrated relevance probability in 0..1.")
-    document: Document | None = Field(default=None, description="Present when return_documents is true.")
+    document: dict[str, Any] | None = Field(
+        default=None, description="The document as sent ({\"text\": ...} for a string), when returned."
+    )
+
+
+class ApiVersion(BaseModel):
+    version: str
+
+
+class BilledUnits(BaseModel):
+    search_units: int = Field(description="Cohere's unit: one per started hundred documents.")
 
 
 class Meta(BaseModel):
+    api_version: ApiVersion
+    billed_units: BilledUnits
     calibration: str = Field(description="Calibration profile applied, `name@version`.")
-    truncated: int = Field(description="How many query-document pairs were cut to fit the model's length.")
+    truncated: int = Field(description="How many documents were cut (the model's length or max_tokens_per_doc).")
     raw_scores: list[float] | None = Field(
         default=None, description="Engine scores in input order; present when return_raw_scores is true."
     )
@@ -70,12 +99,48 @@ class Meta(BaseModel):
 
 class RerankResponse(BaseModel):
     id: str = Field(description="Identifier of this response.")
+    model: str = Field(description="The served name that answered.")
     results: list[RerankResult] = Field(description="Best first.")
     meta: Meta
 
 
+class TeiRerankRequest(BaseModel):
+    """text-embeddings-inference's POST /rerank (router/src/http/types.rs RerankRequest)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    query: str
+    texts: list[str]
+    truncate: bool | None = Field(default=None, description="false: refuse texts longer than the model takes.")
+    truncation_direction: Literal["right", "left", "Right", "Left"] = "right"
+    raw_scores: bool = Field(default=False, description="Scores are the engine's raw scores, not calibrated.")
+    return_text: bool = False
+
+
+class TeiRank(BaseModel):
+    index: int
+    text: str | None = None
+    score: float
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: int
+
+
 class ErrorBody(BaseModel):
-    detail: str = Field(description="What went wrong; for bad input, the server's message naming the field and limit.")
+    """Cohere reads `message`, vLLM (OpenAI style) `error`, Jina (FastAPI) `detail`: one body for all three."""
+
+    message: str = Field(description="What went wrong; for bad input it names the field and the limit.")
+    detail: str
+    error: ErrorDetail
+
+
+class TeiErrorBody(BaseModel):
+    error: str
+    error_type: str
 
 
 class Health(BaseModel):

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Settings:
     triton_grpc_url: str = "localhost:8001"  # TRITON_GRPC_URL
-    triton_model: str = "reranker"  # RERANK_MODEL: the Triton model (ensemble) that answers
+    # RERANK_MODEL: the Triton model (ensemble) that answers; also the default of the body's optional `model`
+    triton_model: str = "reranker"
     model_aliases: tuple[str, ...] = ()  # GATEWAY_MODEL_ALIASES: more names accepted in the body's `model`
     host: str = "127.0.0.1"  # GATEWAY_HOST (the image sets 0.0.0.0)
     port: int = 8080  # GATEWAY_PORT
-    max_documents: int = 10_000  # GATEWAY_MAX_DOCUMENTS: per call, before it is split into Triton requests
-    max_documents_per_request: int = 256  # GATEWAY_MAX_DOCUMENTS_PER_REQUEST (server limit: 1024)
+    # GATEWAY_MAX_DOCUMENTS: per call, a gateway policy; the call is split into requests of the server's own
+    # max_documents, which the client reads from the server's configuration
+    max_documents: int = 10_000
     max_concurrency: int = 4  # GATEWAY_MAX_CONCURRENCY: Triton requests of one call in flight at once
     max_retries: int = 3  # GATEWAY_MAX_RETRIES: retries of an UNAVAILABLE answer
     backoff_s: float = 0.1  # GATEWAY_BACKOFF_S: first retry's wait, doubled each time (max 2 s)
@@ -49,7 +51,6 @@ class Settings:
             host=get("GATEWAY_HOST", defaults.host),
             port=get("GATEWAY_PORT", defaults.port, int),
             max_documents=get("GATEWAY_MAX_DOCUMENTS", defaults.max_documents, int),
-            max_documents_per_request=get("GATEWAY_MAX_DOCUMENTS_PER_REQUEST", defaults.max_documents_per_request, int),
             max_concurrency=get("GATEWAY_MAX_CONCURRENCY", defaults.max_concurrency, int),
             max_retries=get("GATEWAY_MAX_RETRIES", defaults.max_retries, int),
             backoff_s=get("GATEWAY_BACKOFF_S", defaults.backoff_s, float),

@@ -1,4 +1,5 @@
-"""Unit level, no server: how the gateway answers each kind of Triton failure (a stub in place of the client)."""
+"""Unit level, no server: how the gateway answers each kind of Triton failure, and what it sends Triton for each
+API's fields (a stub in place of the client)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ from fastapi.testclient import TestClient
 from tritonclient.utils import InferenceServerException
 
 from gateway import Settings, create_app
+from python_backends.contract import ServerLimits
 from reranker_client import RerankResponse, RerankResult
 
 
 class StubClient:
     def __init__(self, error: BaseException | None = None, ready: bool = True) -> None:
-        self.error, self.ready, self.calls = error, ready, []
+        self.error, self.ready, self.calls, self.truncated = error, ready, [], 0
 
-    async def rerank(self, query, documents, top_n=None, instruction=None, return_documents=False):
-        self.calls.append((query, list(documents), top_n, instruction, return_documents))
+    async def rerank(self, query, documents, top_n=None, instruction=None, return_documents=False,
+                     max_tokens_per_doc=None):
+        self.calls.append((query, list(documents), top_n, instruction, max_tokens_per_doc))
         if self.error is not None:
             raise self.error
         raw = np.arange(len(documents), dtype=np.float32)
@@ -27,22 +30,25 @@ class StubClient:
             )
             for i in order
         ]
-        return RerankResponse(results, raw / len(documents), raw, 0, "stub@1")
+        return RerankResponse(results, raw / len(documents), raw, self.truncated, "stub@1")
+
+    async def limits(self) -> ServerLimits:
+        return ServerLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256)
 
     async def is_ready(self) -> bool:
         return self.ready
 
 
-def post(stub: StubClient, **body):
-    body = {"model": "reranker", "query": "q", "documents": ["a", "b"], **body}
+def post(stub: StubClient, path: str = "/v1/rerank", **body):
+    body = {"query": "q", "documents": ["a", "b"], **body}
     with TestClient(create_app(Settings(), client=stub)) as client:
-        return client.post("/v1/rerank", json=body)
+        return client.post(path, json=body)
 
 
 @pytest.mark.parametrize(
     "error,status",
     [
-        (InferenceServerException(msg="Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), 503),
+        (InferenceServerException(msg="in ensemble 'reranker', Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), 503),
         (InferenceServerException(msg="Server is stopping", status="503"), 503),
         (InferenceServerException(msg="Request for unknown model", status="StatusCode.NOT_FOUND"), 503),
         (ConnectionRefusedError("connection refused"), 503),
@@ -55,23 +61,114 @@ def post(stub: StubClient, **body):
 )
 def test_triton_errors_map_to_http_statuses(error, status):
     response = post(StubClient(error))
+    message = error.message() if isinstance(error, InferenceServerException) else str(error)
     assert response.status_code == status
-    assert response.json()["detail"] == (error.message() if isinstance(error, InferenceServerException) else str(error))
+    body = response.json()
+    assert body["message"] == body["detail"] == body["error"]["message"] == message
+    assert body["error"]["code"] == status
     assert ("retry-after" in response.headers) == (status == 503)
+
+
+@pytest.mark.parametrize(
+    "error,status,error_type",
+    [
+        (InferenceServerException(msg="Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), 429, "Overloaded"),
+        (ConnectionRefusedError("connection refused"), 503, "Unhealthy"),
+        (InferenceServerException(msg="QUERY is empty", status="StatusCode.INVALID_ARGUMENT"), 422, "Validation"),
+        (InferenceServerException(msg="Stub process is not healthy", status="StatusCode.INTERNAL"), 424, "Backend"),
+    ],
+)
+def test_tei_errors_are_teis(error, status, error_type):
+    response = post(StubClient(error), "/rerank", query="q", texts=["a"], documents=None)
+    assert response.status_code == status
+    assert response.json() == {"error": str(error.message() if hasattr(error, "message") else error),
+                               "error_type": error_type}
 
 
 def test_top_n_is_capped_and_fields_reach_the_client():
     stub = StubClient()
-    response = post(stub, documents=["a", {"text": "b"}], top_n=7, return_documents=True, rank_fields=["text"])
+    documents = ["a", {"text": "b", "id": 7}]
+    response = post(stub, documents=documents, top_n=7, return_documents=True, rank_fields=["text"])
     assert response.status_code == 200
-    assert stub.calls == [("q", ["a", "b"], 2, None, True)]
-    assert [r["document"]["text"] for r in response.json()["results"]] == ["b", "a"]
+    assert stub.calls == [("q", ["a", "b"], 2, None, None)]
+    assert [r["document"] for r in response.json()["results"]] == [{"text": "b", "id": 7}, {"text": "a"}]
+
+
+def test_rank_fields_pick_and_order_the_object_fields():
+    stub = StubClient()
+    documents = [{"title": "T", "body": "B", "text": "unused"}, {"body": "only body"}]
+    assert post(stub, "/v2/rerank", documents=documents, rank_fields=["body", "title"]).status_code == 200
+    assert stub.calls[0][1] == ["body: B\ntitle: T", "only body"]
+    response = post(stub, "/v2/rerank", documents=[{"title": "no text"}])
+    assert response.status_code == 400
+    assert response.json()["message"] == (
+        "documents[0].text is missing: a document object needs one of the rank fields ['text']"
+    )
+
+
+@pytest.mark.parametrize(
+    "path,fields,sent",
+    [
+        ("/v2/rerank", {"max_tokens_per_doc": 5}, 5),
+        ("/rerank", {"truncate_prompt_tokens": 9}, 9),
+        ("/rerank", {"truncate_prompt_tokens": -1}, None),
+        ("/v1/rerank", {"max_tokens_per_doc": 0}, None),  # vLLM: 0 is no cap
+        ("/rerank", {"max_tokens_per_doc": 12, "truncate_prompt_tokens": 8}, 8),
+        ("/v2/rerank", {"max_tokens_per_doc": None}, None),  # LangChain sends null
+    ],
+)
+def test_per_request_truncation_becomes_max_tokens_per_doc(path, fields, sent):
+    stub = StubClient()
+    assert post(stub, path, **fields).status_code == 200
+    assert stub.calls[0][4] == sent
+
+
+@pytest.mark.parametrize(
+    "path,fields,param,message",
+    [
+        ("/v2/rerank", {"max_tokens_per_doc": 0}, "max_tokens_per_doc", "max_tokens_per_doc must be at least 1, got 0"),
+        ("/v2/rerank", {"top_n": 0}, "top_n", "top_n must be at least 1, got 0"),
+        ("/rerank", {"top_n": -1}, "top_n", "top_n must be at least 1, got -1"),
+        ("/rerank", {"truncate_prompt_tokens": 0}, "truncate_prompt_tokens",
+         "truncate_prompt_tokens must be -1 or at least 1, got 0"),
+        ("/v1/rerank", {"model": "rerank-english-v3.0"}, "model",
+         "model 'rerank-english-v3.0' is not served here; served: reranker"),
+        ("/v2/rerank", {"documents": ["a", 3]}, "documents[1]", "documents[1]: Input should be a valid string"),
+        ("/v1/rerank", {"query": None}, "query", "query: Input should be a valid string"),
+    ],
+)
+def test_bad_fields_are_named(path, fields, param, message):
+    response = post(StubClient(), path, **fields)
+    assert response.status_code == (404 if param == "model" else 400), response.text
+    assert response.json()["error"]["param"] == param
+    assert response.json()["message"] == message
+
+
+def test_vllm_zero_top_n_is_all_and_documents_come_back_by_default():
+    stub = StubClient()
+    body = post(stub, "/rerank", top_n=0).json()
+    assert [r["index"] for r in body["results"]] == [1, 0]
+    assert [r["document"] for r in body["results"]] == [{"text": "b"}, {"text": "a"}]
+    assert stub.calls[0][2] is None
+    assert "document" not in post(stub, "/v2/rerank").json()["results"][0]
+
+
+def test_tei_truncate_false_refuses_a_cut_text():
+    stub = StubClient()
+    stub.truncated = 1
+    response = post(stub, "/rerank", documents=None, texts=["a", "b"], truncate=False)
+    assert response.status_code == 422
+    assert response.json() == {
+        "error": "texts: 1 of the texts do not fit the model's 256 tokens with the query; send truncate: true to cut them",
+        "error_type": "Validation",
+    }
+    assert post(stub, "/rerank", documents=None, texts=["a", "b"]).status_code == 200  # TEI's default: truncate
 
 
 def test_too_many_documents_is_400_before_triton():
     stub = StubClient()
     with TestClient(create_app(Settings(max_documents=3), client=stub)) as client:
-        response = client.post("/v1/rerank", json={"model": "reranker", "query": "q", "documents": list("abcd")})
+        response = client.post("/v1/rerank", json={"query": "q", "documents": list("abcd")})
     assert response.status_code == 400
     assert response.json()["detail"] == "documents holds 4 documents, more than the limit of 3"
     assert stub.calls == []

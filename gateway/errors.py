@@ -1,0 +1,136 @@
+"""Errors of the gateway: one `ApiError` with a kind, and each API family's way of answering it.
+
+Kinds: `invalid` (bad input; the message names the field), `empty` (no documents), `not_found` (unknown model),
+`overloaded` (Triton's queue is full), `unavailable` (Triton unreachable or stopping), `timeout`, `backend`
+(Triton failed the request). Cohere, vLLM and Jina agree on the statuses of these (400, 404, 503, 504) and
+their clients read different keys of one body, so the `/v1/rerank`, `/v2/rerank` and vLLM/Jina `/rerank` answers
+carry all of them: `message` (Cohere), `error.message` / `error.param` (vLLM, OpenAI style) and `detail`
+(Jina, FastAPI). TEI's `/rerank` answers TEI's own `{"error", "error_type"}` with TEI's statuses.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from tritonclient.utils import InferenceServerException
+
+from reranker_client import CalibrationChangedError, is_retryable
+
+log = logging.getLogger("gateway")
+
+
+class ApiError(Exception):
+    def __init__(self, kind: str, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.param = kind, message, param
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    type: str
+
+
+# Cohere / vLLM / Jina
+COMPATIBLE = {
+    "invalid": Answer(400, "BadRequestError"),
+    "empty": Answer(400, "BadRequestError"),
+    "not_found": Answer(404, "NotFoundError"),
+    "overloaded": Answer(503, "ServiceUnavailableError"),
+    "unavailable": Answer(503, "ServiceUnavailableError"),
+    "timeout": Answer(504, "GatewayTimeoutError"),
+    "backend": Answer(502, "BadGatewayError"),
+}
+# text-embeddings-inference (router/src/lib.rs ErrorType and its StatusCode mapping)
+TEI = {
+    "invalid": Answer(422, "Validation"),
+    "empty": Answer(400, "Empty"),
+    "not_found": Answer(422, "Validation"),
+    "overloaded": Answer(429, "Overloaded"),
+    "unavailable": Answer(503, "Unhealthy"),
+    "timeout": Answer(424, "Backend"),
+    "backend": Answer(424, "Backend"),
+}
+RETRY_AFTER_S = 1
+
+
+def _headers(kind: str) -> dict[str, str] | None:
+    return {"Retry-After": str(RETRY_AFTER_S)} if kind in ("overloaded", "unavailable") else None
+
+
+def compatible_response(error: ApiError) -> JSONResponse:
+    answer = COMPATIBLE[error.kind]
+    body = {
+        "message": error.message,
+        "detail": error.message,
+        "error": {"message": error.message, "type": answer.type, "param": error.param, "code": answer.status},
+    }
+    return JSONResponse(body, status_code=answer.status, headers=_headers(error.kind))
+
+
+def tei_response(error: ApiError) -> JSONResponse:
+    answer = TEI[error.kind]
+    return JSONResponse({"error": error.message, "error_type": answer.type}, answer.status, _headers(error.kind))
+
+
+def is_tei_body(body: Any) -> bool:
+    """TEI's /rerank body names its documents `texts`; vLLM's and Jina's name them `documents`."""
+    return isinstance(body, Mapping) and "texts" in body
+
+
+def triton_error(error: Exception) -> ApiError:
+    """The ApiError for an exception raised by the client while talking to Triton."""
+    if isinstance(error, InferenceServerException):
+        status, message = str(error.status()), error.message() or str(error)
+        if status in ("StatusCode.INVALID_ARGUMENT", "400"):
+            return ApiError("invalid", message)
+        if status in ("StatusCode.DEADLINE_EXCEEDED", "504"):
+            return ApiError("timeout", message)
+        if "Exceeds maximum queue size" in message:
+            return ApiError("overloaded", message)
+        if is_retryable(error) or status in ("StatusCode.NOT_FOUND", "StatusCode.CANCELLED"):
+            # NOT_FOUND: the model is not loaded (yet, or any more)
+            return ApiError("unavailable", message)
+        return ApiError("backend", message)
+    if isinstance(error, CalibrationChangedError) or is_retryable(error):
+        return ApiError("unavailable", str(error))
+    if isinstance(error, (ValueError, TypeError)):  # the client's own checks (top_n, INT32 range)
+        return ApiError("invalid", str(error))
+    log.exception("unexpected error while calling Triton")
+    return ApiError("backend", f"{type(error).__name__}: {error}")
+
+
+def _field(location: Sequence[Any]) -> str:
+    """`documents[1].text` from pydantic's ("body", "documents", 1, "text"), without union-branch tags."""
+    name = ""
+    for part in location[1:] if location and location[0] == "body" else location:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        elif not any(mark in str(part) for mark in ("[", "(", "function-")) and part not in ("str", "dict", "tei", "rerank"):
+            name += f".{part}" if name else str(part)
+    return name or "body"
+
+
+def schema_error(error: RequestValidationError) -> ApiError:
+    """The first problem of a body that does not fit the request schema, naming the field."""
+    first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid body"}
+    field = _field(first.get("loc", ()))
+    return ApiError("invalid", f"{field}: {first.get('msg', 'invalid')}", param=field)
+
+
+async def handle_api_error(request: Request, error: ApiError) -> JSONResponse:
+    """Cohere / vLLM / Jina answers; TEI's handler answers its own errors (gateway.routes.tei)."""
+    return compatible_response(error)
+
+
+async def handle_schema_error(request: Request, error: RequestValidationError) -> JSONResponse:
+    api_error = schema_error(error)
+    if request.url.path == "/rerank" and is_tei_body(error.body):
+        return tei_response(api_error)
+    return compatible_response(api_error)

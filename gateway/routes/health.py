@@ -1,0 +1,33 @@
+"""GET /health (readiness: Triton ready and the model loaded) and GET /health/live (the process answers)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from ..schemas import Health
+from ..service import Reranker
+from . import reranker
+
+router = APIRouter(tags=["health"])
+
+
+@router.get(
+    "/health",
+    response_model=Health,
+    responses={503: {"model": Health, "description": "Triton or the model is not ready."}},
+    summary="Readiness: Triton is ready and the model is loaded",
+)
+async def health(service: Reranker = Depends(reranker)) -> JSONResponse:
+    ready = await service.client.is_ready()
+    body = Health(
+        status="ready" if ready else "unavailable",
+        triton=service.settings.triton_grpc_url,
+        models=list(service.settings.models),
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+@router.get("/health/live", summary="Liveness: the gateway process answers")
+async def live() -> dict[str, str]:
+    return {"status": "live"}

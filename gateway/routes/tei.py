@@ -1,0 +1,36 @@
+"""text-embeddings-inference's POST /rerank body `{query, texts, raw_scores, return_text, truncate}`, answered in
+TEI's shape: a list of `{index, score, text?}` sorted by score, and TEI's errors `{error, error_type}`."""
+
+from __future__ import annotations
+
+from fastapi.responses import JSONResponse
+
+from ..errors import ApiError, tei_response
+from ..schemas import TeiRank, TeiRerankRequest
+from ..service import Reranker, RerankCall
+
+
+async def _ranks(body: TeiRerankRequest, service: Reranker) -> list[TeiRank]:
+    if body.truncation_direction.lower() == "left":
+        raise ApiError("invalid", "truncation_direction: only 'right' is served (the end of a text is cut)",
+                       param="truncation_direction")
+    if not body.texts:
+        raise ApiError("empty", "`texts` cannot be empty", param="texts")
+    response = await service.rerank(RerankCall(query=body.query, texts=list(body.texts)))
+    if body.truncate is False and response.truncated:
+        limit = (await service.limits()).max_model_len
+        raise ApiError("invalid", f"texts: {response.truncated} of the texts do not fit the model's "
+                       f"{limit} tokens with the query; send truncate: true to cut them", param="texts")
+    scores = response.raw_scores if body.raw_scores else response.scores
+    return [
+        TeiRank(index=r.index, text=body.texts[r.index] if body.return_text else None, score=float(scores[r.index]))
+        for r in response.results
+    ]
+
+
+async def rerank(body: TeiRerankRequest, service: Reranker) -> JSONResponse:
+    try:
+        ranks = await _ranks(body, service)
+    except ApiError as error:
+        return tei_response(error)
+    return JSONResponse([rank.model_dump(exclude_none=True) for rank in ranks])
