@@ -9,28 +9,43 @@ from __future__ import annotations
 
 from typing import Any
 
+from .request_validation import InvalidRequest, Overloaded
+
 
 class PreprocessMetrics:
-    """What the preprocess step saw: requests, pairs, tokens and how many pairs were cut."""
+    """What the preprocess step did with each request: admitted (with its pairs, tokens and cut documents) or
+    refused, by reason. Admitted is not scored: a request the engine or Triton refuses later is counted by
+    Triton's own `nv_inference_request_failure{model="rerank_engine"}` (README: Long documents, overload, faults)."""
+
+    REASONS = ("invalid", "overloaded", "internal")
 
     def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
         counter = pb_utils.MetricFamily.COUNTER
+        family = pb_utils.MetricFamily
         self._families = [
-            pb_utils.MetricFamily("reranker_requests_total", "Rerank requests accepted by preprocess", counter),
-            pb_utils.MetricFamily("reranker_pairs_total", "Query-document pairs sent to the engine", counter),
-            pb_utils.MetricFamily("reranker_tokens_total", "Tokens sent to the engine (all sequences)", counter),
-            pb_utils.MetricFamily(
-                "reranker_truncated_pairs_total", "Pairs whose document was cut to fit max_model_len", counter
-            ),
-            pb_utils.MetricFamily("reranker_rejected_requests_total", "Requests refused as invalid input", counter),
+            family("reranker_admitted_requests_total", "Rerank requests admitted by preprocess", counter),
+            family("reranker_admitted_pairs_total", "Query-document pairs of admitted requests", counter),
+            family("reranker_admitted_tokens_total", "Tokens of admitted requests (all sequences)", counter),
+            family("reranker_truncated_pairs_total", "Admitted pairs whose document was cut or windowed", counter),
         ]
-        self.requests, self.pairs, self.tokens, self.truncated, self.rejected = (f.Metric(labels=labels) for f in self._families)
+        self.requests, self.pairs, self.tokens, self.truncated = (f.Metric(labels=labels) for f in self._families)
+        refused = family("reranker_rejected_requests_total", "Requests refused by preprocess, by reason", counter)
+        self._families.append(refused)
+        self.rejected = {reason: refused.Metric(labels={**labels, "reason": reason}) for reason in self.REASONS}
 
-    def accepted(self, pairs: int, tokens: int, truncated: int) -> None:
-        self.requests.increment(1)
-        self.pairs.increment(pairs)
-        self.tokens.increment(tokens)
-        self.truncated.increment(truncated)
+    def record(self, result: Any) -> None:
+        """Count one request's outcome: engine inputs (admitted) or the exception it was refused with."""
+        if isinstance(result, InvalidRequest):
+            self.rejected["invalid"].increment(1)
+        elif isinstance(result, Overloaded):
+            self.rejected["overloaded"].increment(1)
+        elif isinstance(result, Exception):
+            self.rejected["internal"].increment(1)
+        else:
+            self.requests.increment(1)
+            self.pairs.increment(result.documents)
+            self.tokens.increment(int(result.token_ids.size))
+            self.truncated.increment(result.truncated)
 
 
 class CalibrationMetrics:

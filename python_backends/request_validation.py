@@ -7,6 +7,9 @@ wrong dtypes before a model runs.
 
 from __future__ import annotations
 
+import re
+import sys
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +19,10 @@ from .triton_params import ModelParameters
 
 class InvalidRequest(ValueError):
     """The request breaks the tensor contract or a configured limit."""
+
+
+class Overloaded(RuntimeError):
+    """The request is valid but the step's work budget is spent: the client should retry later."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,32 @@ class RerankRequest:
     documents: list[str]
     instruction: str | None
     top_n: int
+    max_tokens_per_doc: int | None = None  # the client's own cap on document tokens (MAX_TOKENS_PER_DOC)
+
+
+# Characters that carry nothing a tokenizer keeps: whitespace, control (NUL included), format (zero-width space,
+# joiners, BOM, bidi marks) and the line/paragraph separators. One regex class built at import, so the check runs
+# in C: a 64 KB document of blanks costs microseconds, not a Python loop per character.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+_VISIBLE = re.compile(
+    "[^"
+    + "".join(
+        re.escape(chr(code))
+        for code in range(sys.maxunicode + 1)
+        if chr(code).isspace() or unicodedata.category(chr(code)) in _INVISIBLE_CATEGORIES
+    )
+    + "]"
+)
+
+
+def _is_blank(text: str) -> bool:
+    return _VISIBLE.search(text) is None
+
+
+def empty_text_error(name: str) -> InvalidRequest:
+    """One message for text with nothing to score, found by characters here or by tokens in the encoder."""
+    return InvalidRequest(f"{name} is empty: it has no characters or tokens to score (only whitespace, control, "
+                          "invisible or special characters)")
 
 
 def _one_row(name: str, array: np.ndarray) -> np.ndarray:
@@ -56,8 +89,8 @@ def _text(name: str, value: object, max_bytes: int) -> str:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidRequest(f"{name} is not valid UTF-8 (byte {exc.start})") from None
-    if not text.strip():
-        raise InvalidRequest(f"{name} is empty")
+    if _is_blank(text):
+        raise empty_text_error(name)
     return text
 
 
@@ -68,6 +101,15 @@ def _single_text(name: str, array: np.ndarray, max_bytes: int) -> str:
     return _text(name, row[0], max_bytes)
 
 
+def _single_int(name: str, array: np.ndarray) -> int:
+    row = _one_row(name, array)
+    if row.shape[0] != 1:
+        raise InvalidRequest(f"{name} must hold exactly one value, got {row.shape[0]}")
+    if not np.issubdtype(row.dtype, np.integer):
+        raise InvalidRequest(f"{name} must be INT32, got {row.dtype}")
+    return int(row[0])
+
+
 def parse_request(
     limits: InputLimits,
     query: np.ndarray,
@@ -75,8 +117,10 @@ def parse_request(
     instruction: np.ndarray | None,
     top_n: np.ndarray | None,
     takes_instruction: bool,
+    max_tokens_per_doc: np.ndarray | None = None,
 ) -> RerankRequest:
-    """Validate and decode; arrays are the BYTES/INT32 numpy arrays Triton hands the Python backend."""
+    """Validate and decode, in the tensor contract's order (QUERY, DOCUMENTS, INSTRUCTION, TOP_N,
+    MAX_TOKENS_PER_DOC); arrays are the BYTES/INT32 numpy arrays Triton hands the Python backend."""
     query_text = _single_text("QUERY", query, limits.max_query_bytes)
     doc_row = _one_row("DOCUMENTS", documents)
     if doc_row.shape[0] == 0:
@@ -92,13 +136,10 @@ def parse_request(
         instruction_text = _single_text("INSTRUCTION", instruction, limits.max_query_bytes)
 
     count = len(docs)
-    if top_n is None:
-        limit = count
-    else:
-        row = _one_row("TOP_N", top_n)
-        if row.shape[0] != 1:
-            raise InvalidRequest(f"TOP_N must hold exactly one value, got {row.shape[0]}")
-        limit = int(row[0])
-        if not 1 <= limit <= count:
-            raise InvalidRequest(f"TOP_N must be between 1 and the number of documents ({count}), got {limit}")
-    return RerankRequest(query_text, docs, instruction_text, limit)
+    limit = count if top_n is None else _single_int("TOP_N", top_n)
+    if not 1 <= limit <= count:
+        raise InvalidRequest(f"TOP_N must be between 1 and the number of documents ({count}), got {limit}")
+    cap = None if max_tokens_per_doc is None else _single_int("MAX_TOKENS_PER_DOC", max_tokens_per_doc)
+    if cap is not None and cap < 1:
+        raise InvalidRequest(f"MAX_TOKENS_PER_DOC must be at least 1, got {cap}")
+    return RerankRequest(query_text, docs, instruction_text, limit, cap)

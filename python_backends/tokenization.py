@@ -5,10 +5,15 @@ place and applies the model's own special-token template (`post_process`), the s
 and 5. A document that does not fit is cut (the query, the template and its suffix stay whole) or, in window
 mode (`window_overlap` set), split into overlapping windows that are scored separately; the engine keeps the
 best window's score per document.
+
+Work is bounded before it is spent: a document is tokenized only as far as its token budget can use (the text is
+cut to a safe multiple of the budget in characters first, then tokenized; see `BoundedTokenizer`), so a 64 KB
+document costs what its first few thousand characters cost.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -21,6 +26,14 @@ from .prompts import QWEN3_PREFIX, qwen3_reranker_prompt
 
 class QueryTooLongError(ValueError):
     """The query and template alone leave no room for a document."""
+
+
+class EmptyTextError(ValueError):
+    """A query or document that tokenizes to nothing but special tokens; `name` is its tensor name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
 @dataclass
@@ -42,36 +55,96 @@ class RequestEncoder(Protocol):
     family: ModelFamily
     takes_instruction: bool
 
-    def encode(self, query: str, documents: list[str], instruction: str | None) -> EncodedRequest: ...
+    def encode(
+        self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
+    ) -> EncodedRequest: ...
+
+    def document_span(self, max_tokens_per_doc: int | None = None) -> int:
+        """The most tokens of one document this encoder looks at (admission's upper bound per document)."""
+        ...
 
 
 class LongDocuments:
-    """What to do with a document longer than its token budget: cut it, or split it into windows."""
+    """What to do with a document longer than its token budget: cut it, or split it into at most `max_windows`
+    overlapping windows. `cap` (the request's MAX_TOKENS_PER_DOC) cuts the document first, in both modes."""
 
-    def __init__(self, window_overlap: int | None = None) -> None:
+    def __init__(self, window_overlap: int | None = None, max_windows: int | None = None) -> None:
         if window_overlap is not None and window_overlap < 0:
             raise ValueError(f"window_overlap must be >= 0, got {window_overlap}")
+        if max_windows is not None and max_windows < 1:
+            raise ValueError(f"max_windows must be >= 1, got {max_windows}")
         self.window_overlap = window_overlap
+        self.max_windows = 1 if window_overlap is None else max_windows  # None: as many windows as the text needs
 
-    def fit(self, encoding: Encoding, budget: int) -> tuple[list[Encoding], bool]:
+    def _step(self, budget: int) -> int:
+        return budget - min(self.window_overlap or 0, budget - 1)
+
+    def span(self, budget: int, cap: int | None = None) -> int:
+        """The most document tokens that can reach the engine: what tokenization must look at, and no more."""
+        reach = sys.maxsize if self.max_windows is None else budget + (self.max_windows - 1) * self._step(budget)
+        return reach if cap is None else min(reach, cap)
+
+    def fit(self, encoding: Encoding, budget: int, cap: int | None = None) -> tuple[list[Encoding], bool]:
         """The encoding(s) to score for one document, and whether it had to be cut or split."""
+        span = self.span(budget, cap)
+        cut = len(encoding.ids) > span
+        if cut:
+            encoding.truncate(span)
         if len(encoding.ids) <= budget:
-            return [encoding], False
+            return [encoding], cut
         if self.window_overlap is None:
             encoding.truncate(budget)
             return [encoding], True
-        encoding.truncate(budget, stride=min(self.window_overlap, budget - 1))
+        encoding.truncate(budget, stride=budget - self._step(budget))
         return [encoding, *encoding.overflowing], True
 
-    def fit_ids(self, ids: list[int], budget: int) -> tuple[list[list[int]], bool]:
+    def fit_ids(self, ids: list[int], budget: int, cap: int | None = None) -> tuple[list[list[int]], bool]:
         """The same on a plain id list (the Qwen3 body, whose head is kept outside the windows)."""
+        span = self.span(budget, cap)
+        cut = len(ids) > span
+        ids = ids[:span]
         if len(ids) <= budget:
-            return [ids], False
+            return [ids], cut
         if self.window_overlap is None:
             return [ids[:budget]], True
-        step = budget - min(self.window_overlap, budget - 1)
+        step = self._step(budget)
         starts = range(0, max(len(ids) - budget, 0) + step, step)
         return [ids[start:start + budget] for start in starts if start < len(ids)], True
+
+
+class BoundedTokenizer:
+    """Tokenize texts only as far as `keep` tokens of each can be used.
+
+    Each text is cut to `(keep + MARGIN) * CHARS_PER_TOKEN` characters and tokenized. The result stands when the
+    text was whole or when it still gave more than `keep + MARGIN // 2` tokens: the kept tokens then end at least
+    MARGIN // 2 tokens (whole words) before the cut, where the cut cannot change them. Otherwise (mostly
+    whitespace, very long words) the limit grows 4x and only those texts are tokenized again, so the cost stays
+    within a small multiple of the useful part and never exceeds tokenizing the whole text ~1.3 times.
+    """
+
+    CHARS_PER_TOKEN = 6  # English averages ~4-5 characters a token (MiniLM, Qwen3): one cut serves most text
+    MARGIN = 32
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tok = tokenizer
+
+    def encode_batch(self, texts: list[str], keep: int, head: str = "", head_tokens: int = 0) -> list[Encoding]:
+        """Encodings of `head + text` (no special tokens); the part after `head_tokens` is whole or longer
+        than `keep` tokens, and its first `keep` tokens are those of the whole text."""
+        results: list[Encoding | None] = [None] * len(texts)
+        pending, limit = list(range(len(texts))), (keep + self.MARGIN) * self.CHARS_PER_TOKEN
+        while pending:
+            cuts = [texts[i][:limit] for i in pending]
+            encodings = self._tok.encode_batch([head + cut for cut in cuts], add_special_tokens=False)
+            retry = []
+            for index, cut, encoding in zip(pending, cuts, encodings):
+                whole = len(cut) == len(texts[index])
+                if whole or len(encoding.ids) - head_tokens > keep + self.MARGIN // 2:
+                    results[index] = encoding
+                else:
+                    retry.append(index)
+            pending, limit = retry, limit * 4
+        return results  # type: ignore[return-value]
 
 
 def _backend(model: str) -> Tokenizer:
@@ -85,32 +158,75 @@ def _backend(model: str) -> Tokenizer:
     return backend
 
 
+def _special_ids(tokenizer: Tokenizer) -> frozenset[int]:
+    return frozenset(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
+
+
+def _check_not_empty(name: str, ids: list[int], specials: frozenset[int]) -> None:
+    """Text the tokenizer reduces to nothing (combining marks alone, stripped characters) or to special tokens only
+    ('[SEP]', unknown symbols) carries nothing to score."""
+    if all(token in specials for token in ids):
+        raise EmptyTextError(name)
+
+
 def _query_budget_error(query_tokens: int, room: int) -> QueryTooLongError:
     return QueryTooLongError(
         f"the query takes {query_tokens} tokens with the template; max_model_len leaves {room}: shorten the query"
     )
 
 
-class CrossEncoderPairs:
+class _EncoderBase:
+    """What every family shares: the tokenizer, its special ids, the long-document policy and its bounded use."""
+
+    def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
+        self._tok = _backend(model)
+        self._specials_ids = _special_ids(self._tok)
+        self._bounded = BoundedTokenizer(self._tok)
+        self._max_len = max_model_len
+        self._long = long_documents or LongDocuments()  # default: cut
+
+    def _doc_budget(self) -> int:
+        """Tokens of one document that fit in one sequence (the query taken at its smallest)."""
+        raise NotImplementedError
+
+    def document_span(self, max_tokens_per_doc: int | None = None) -> int:
+        return self._long.span(self._doc_budget(), max_tokens_per_doc)
+
+    def _encode_query(self, query: str) -> Encoding:
+        encoding = self._tok.encode(query, add_special_tokens=False)
+        _check_not_empty("QUERY", encoding.ids, self._specials_ids)
+        return encoding
+
+    def _documents(self, documents: list[str], budget: int, cap: int | None) -> list[Encoding]:
+        encodings = self._bounded.encode_batch(documents, self._long.span(budget, cap))
+        for index, encoding in enumerate(encodings):
+            _check_not_empty(f"DOCUMENTS[{index}]", encoding.ids, self._specials_ids)
+        return encodings
+
+
+class CrossEncoderPairs(_EncoderBase):
     """`[CLS] query [SEP] document [SEP]` with token types, from the tokenizer's own pair template."""
 
     family = ModelFamily.CROSS_ENCODER
     takes_instruction = False
 
     def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
-        self._tok = _backend(model)
-        self._max_len = max_model_len
-        self._long = long_documents or LongDocuments()  # default: cut
+        super().__init__(model, max_model_len, long_documents)
         self._specials = self._tok.num_special_tokens_to_add(is_pair=True)
 
-    def encode(self, query: str, documents: list[str], instruction: str | None) -> EncodedRequest:
-        query_enc = self._tok.encode(query, add_special_tokens=False)
+    def _doc_budget(self) -> int:
+        return self._max_len - self._specials - 1
+
+    def encode(
+        self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
+    ) -> EncodedRequest:
+        query_enc = self._encode_query(query)
         budget = self._max_len - self._specials - len(query_enc.ids)
         if budget < 1:
             raise _query_budget_error(len(query_enc.ids) + self._specials, self._max_len)
         ids, types, owners, truncated = [], [], [], 0
-        for index, doc_enc in enumerate(self._tok.encode_batch(documents, add_special_tokens=False)):
-            pieces, cut = self._long.fit(doc_enc, budget)
+        for index, doc_enc in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
+            pieces, cut = self._long.fit(doc_enc, budget, max_tokens_per_doc)
             truncated += cut
             for piece in pieces:
                 pair = self._tok.post_process(query_enc, piece, add_special_tokens=True)
@@ -120,32 +236,38 @@ class CrossEncoderPairs:
         return EncodedRequest(ids, owners, types, truncated)
 
 
-class Qwen3YesNoPrompts:
+class Qwen3YesNoPrompts(_EncoderBase):
     """The Qwen3-Reranker chat prompt; tokenized as the model card does (prefix, body, suffix apart)."""
 
     family = ModelFamily.YES_NO_RERANKER
     takes_instruction = True
 
     def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
-        self._tok = _backend(model)
-        self._max_len = max_model_len
-        self._long = long_documents or LongDocuments()  # default: cut
+        super().__init__(model, max_model_len, long_documents)
         self._prefix = self._tok.encode(QWEN3_PREFIX, add_special_tokens=False).ids
         self._suffix = self._tok.encode(qwen3_reranker_prompt("").suffix, add_special_tokens=False).ids
 
-    def encode(self, query: str, documents: list[str], instruction: str | None) -> EncodedRequest:
+    def _doc_budget(self) -> int:
+        return self._max_len - len(self._prefix) - len(self._suffix)
+
+    def encode(
+        self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
+    ) -> EncodedRequest:
+        self._encode_query(query)
         prompt = qwen3_reranker_prompt(query, instruction)
         body_head = prompt.head[len(QWEN3_PREFIX):]
         head_tokens = len(self._tok.encode(body_head, add_special_tokens=False).ids)
-        budget = self._max_len - len(self._prefix) - len(self._suffix)
+        budget = self._doc_budget()
         if budget - head_tokens < 1:
             raise _query_budget_error(head_tokens + len(self._prefix) + len(self._suffix), self._max_len)
-        bodies = self._tok.encode_batch([body_head + doc for doc in documents], add_special_tokens=False)
+        span = self._long.span(budget - head_tokens, max_tokens_per_doc)
+        bodies = self._bounded.encode_batch(documents, span, head=body_head, head_tokens=head_tokens)
         ids, owners, truncated = [], [], 0
         for index, body in enumerate(bodies):
             # The body ends with the document: only the part after the query head is cut or windowed.
             head, document = body.ids[:head_tokens], body.ids[head_tokens:]
-            pieces, cut = self._long.fit_ids(document, budget - head_tokens)
+            _check_not_empty(f"DOCUMENTS[{index}]", document, self._specials_ids)
+            pieces, cut = self._long.fit_ids(document, budget - head_tokens, max_tokens_per_doc)
             truncated += cut
             for piece in pieces:
                 ids.append(self._prefix + head + piece + self._suffix)
@@ -153,24 +275,25 @@ class Qwen3YesNoPrompts:
         return EncodedRequest(ids, owners, None, truncated)
 
 
-class BiEncoderTexts:
+class BiEncoderTexts(_EncoderBase):
     """The query once, then each document, each with the model's single-sequence specials."""
 
     family = ModelFamily.BI_ENCODER
     takes_instruction = False
 
-    def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
-        self._tok = _backend(model)
-        self._long = long_documents or LongDocuments()  # default: cut
-        self._budget = max_model_len - self._tok.num_special_tokens_to_add(is_pair=False)
+    def _doc_budget(self) -> int:
+        return self._max_len - self._tok.num_special_tokens_to_add(is_pair=False)
 
-    def encode(self, query: str, documents: list[str], instruction: str | None) -> EncodedRequest:
-        query_enc = self._tok.encode(query, add_special_tokens=False)
-        if len(query_enc.ids) > self._budget:
-            raise _query_budget_error(len(query_enc.ids), self._budget)
+    def encode(
+        self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
+    ) -> EncodedRequest:
+        budget = self._doc_budget()
+        query_enc = self._encode_query(query)
+        if len(query_enc.ids) > budget:
+            raise _query_budget_error(len(query_enc.ids), budget)
         ids, owners, truncated = [self._tok.post_process(query_enc, add_special_tokens=True).ids], [-1], 0
-        for index, doc_enc in enumerate(self._tok.encode_batch(documents, add_special_tokens=False)):
-            pieces, cut = self._long.fit(doc_enc, self._budget)
+        for index, doc_enc in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
+            pieces, cut = self._long.fit(doc_enc, budget, max_tokens_per_doc)
             truncated += cut
             for piece in pieces:
                 ids.append(self._tok.post_process(piece, add_special_tokens=True).ids)
@@ -186,8 +309,9 @@ _ENCODERS: dict[ModelFamily, type] = {
 
 
 def make_encoder(
-    family: ModelFamily, model: str, max_model_len: int, window_overlap: int | None = None
+    family: ModelFamily, model: str, max_model_len: int, window_overlap: int | None = None, max_windows: int | None = None
 ) -> RequestEncoder:
     """The encoder for a model family, e.g. `make_encoder(detect_model(path).family, path, 512)`;
-    `window_overlap` (tokens shared by neighbouring windows) switches long documents from cutting to windows."""
-    return _ENCODERS[family](model, max_model_len, LongDocuments(window_overlap))
+    `window_overlap` (tokens shared by neighbouring windows) switches long documents from cutting to at most
+    `max_windows` windows per document."""
+    return _ENCODERS[family](model, max_model_len, LongDocuments(window_overlap, max_windows))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .request_validation import InvalidRequest
+from .request_validation import InvalidRequest, Overloaded
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,12 @@ def required_array(pb_utils: Any, request: Any, name: str) -> np.ndarray:
 
 
 def error_response(pb_utils: Any, exc: Exception) -> Any:
-    """Bad input is the client's to fix (INVALID_ARG); anything else is ours (INTERNAL), logged with its trace."""
+    """Bad input is the client's to fix (INVALID_ARG); a spent work budget is a retry-later (UNAVAILABLE, what
+    Triton's own queue limits answer); anything else is ours (INTERNAL), logged with its trace."""
     if isinstance(exc, InvalidRequest):
         return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG))
+    if isinstance(exc, Overloaded):
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.UNAVAILABLE))
     log.exception("request failed")
     return pb_utils.InferenceResponse(
         error=pb_utils.TritonError(f"internal error: {type(exc).__name__}: {exc}", pb_utils.TritonError.INTERNAL)

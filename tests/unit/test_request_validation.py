@@ -22,8 +22,9 @@ def top(value) -> np.ndarray:
     return np.array([[value]], dtype=np.int32)
 
 
-def parse(query=texts("query"), documents=texts("a", "b"), instruction=None, top_n=None, takes_instruction=False):
-    return parse_request(LIMITS, query, documents, instruction, top_n, takes_instruction)
+def parse(query=texts("query"), documents=texts("a", "b"), instruction=None, top_n=None, takes_instruction=False,
+          max_tokens_per_doc=None):
+    return parse_request(LIMITS, query, documents, instruction, top_n, takes_instruction, max_tokens_per_doc)
 
 
 def rejects(message: str, **kwargs) -> None:
@@ -42,9 +43,32 @@ def test_valid_request_is_decoded():
     assert parse(query=np.array([[b"q"]]), documents=np.array([[b"x", b"yz"]])).documents == ["x", "yz"]
 
 
+EMPTY = " is empty: it has no characters or tokens to score (only whitespace, control, invisible or special characters)"
+
+
 def test_empty_query():
-    rejects("QUERY is empty", query=texts(""))
-    rejects("QUERY is empty", query=texts(" \n\t"))
+    rejects("QUERY" + EMPTY, query=texts(""))
+    rejects("QUERY" + EMPTY, query=texts(" \n\t"))
+
+
+@pytest.mark.parametrize(
+    "blank",
+    ["\x00", "\x00\x00\x00", "\u200b\u200c\u200d\u2060", "\ufeff", "\x01\x7f\x1b", "\u2028\u2029", "\u00a0\u3000", "\u202e \u200e\t\x00"],
+)
+def test_text_empty_after_normalisation_is_refused(blank):
+    """Issue 13 finding 4: NUL, zero-width and control characters passed the emptiness check and were scored."""
+    roomy = InputLimits(max_documents=3, max_document_bytes=100, max_query_bytes=100)
+
+    def refused(message, **kwargs):
+        arguments = {"query": texts("q"), "documents": texts("a"), "instruction": None, "top_n": None, "takes_instruction": True}
+        with pytest.raises(InvalidRequest, match=f"^{re.escape(message)}$"):
+            parse_request(roomy, **{**arguments, **kwargs})
+
+    refused("QUERY" + EMPTY, query=texts(blank))
+    refused("DOCUMENTS[1]" + EMPTY, documents=texts("a", blank))
+    refused("INSTRUCTION" + EMPTY, instruction=texts(blank))
+    visible = parse_request(roomy, texts("q"), texts("a", blank + "b" + blank), None, None, False)
+    assert visible.documents[1] == blank + "b" + blank  # visible text is kept as sent
 
 
 def test_query_over_byte_limit():
@@ -62,8 +86,8 @@ def test_too_many_documents():
 
 
 def test_empty_document():
-    rejects("DOCUMENTS[1] is empty", documents=texts("a", "", "c"))
-    rejects("DOCUMENTS[0] is empty", documents=texts("   "))
+    rejects("DOCUMENTS[1]" + EMPTY, documents=texts("a", "", "c"))
+    rejects("DOCUMENTS[0]" + EMPTY, documents=texts("   "))
 
 
 def test_document_over_byte_limit_counts_bytes_not_characters():
@@ -89,7 +113,17 @@ def test_instruction_on_a_model_that_takes_none():
         instruction=texts("find it"),
         takes_instruction=False,
     )
-    rejects("INSTRUCTION is empty", instruction=texts(""), takes_instruction=True)
+    rejects("INSTRUCTION" + EMPTY, instruction=texts(""), takes_instruction=True)
+
+
+def test_max_tokens_per_doc():
+    assert parse().max_tokens_per_doc is None
+    assert parse(max_tokens_per_doc=top(7)).max_tokens_per_doc == 7
+    rejects("MAX_TOKENS_PER_DOC must be at least 1, got 0", max_tokens_per_doc=top(0))
+    rejects("MAX_TOKENS_PER_DOC must be at least 1, got -5", max_tokens_per_doc=top(-5))
+    rejects("MAX_TOKENS_PER_DOC must hold exactly one value, got 2", max_tokens_per_doc=np.array([[1, 2]], dtype=np.int32))
+    rejects("MAX_TOKENS_PER_DOC must have shape [1, n] (one query per request), got [1]", max_tokens_per_doc=np.array([3], dtype=np.int32))
+    rejects("MAX_TOKENS_PER_DOC must be INT32, got float32", max_tokens_per_doc=np.array([[3.0]], dtype=np.float32))
 
 
 def test_wrong_shapes():
@@ -101,6 +135,7 @@ def test_wrong_shapes():
     rejects("INSTRUCTION must hold exactly one string, got 2", instruction=texts("a", "b"), takes_instruction=True)
     rejects("TOP_N must hold exactly one value, got 2", top_n=np.array([[1, 2]], dtype=np.int32))
     rejects("TOP_N must have shape [1, n] (one query per request), got [1]", top_n=np.array([1], dtype=np.int32))
+    rejects("TOP_N must be INT32, got float64", top_n=np.array([[1.0]]))
 
 
 def test_limits_come_from_the_model_config():

@@ -4,9 +4,8 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from python_backends.metrics import PreprocessMetrics, model_labels
-from python_backends.preprocessing import Preprocessor
-from python_backends.request_validation import InvalidRequest
-from python_backends.triton_io import input_array, required_array, respond
+from python_backends.preprocessing import EngineInputs, Preprocessor, RawRequest
+from python_backends.triton_io import error_response, input_array, required_array
 from python_backends.triton_params import ModelParameters
 
 
@@ -16,25 +15,36 @@ class TritonPythonModel:
         self.metrics = PreprocessMetrics(pb_utils, model_labels(args))
 
     def execute(self, requests: list) -> list:
-        return [respond(pb_utils, self._handle, request) for request in requests]
+        raws = [self._raw(request) for request in requests]
+        results = self.preprocess.run_batch([raw for raw in raws if not isinstance(raw, Exception)])
+        answers = iter(results)
+        responses = []
+        for raw in raws:
+            result = raw if isinstance(raw, Exception) else next(answers)
+            self.metrics.record(result)
+            responses.append(error_response(pb_utils, result) if isinstance(result, Exception) else self._response(result))
+        return responses
 
-    def _handle(self, request) -> dict[str, np.ndarray]:
+    @staticmethod
+    def _raw(request) -> RawRequest | Exception:
         try:
-            out = self.preprocess(
+            return RawRequest(
                 required_array(pb_utils, request, "QUERY"),
                 required_array(pb_utils, request, "DOCUMENTS"),
                 input_array(pb_utils, request, "INSTRUCTION"),
                 input_array(pb_utils, request, "TOP_N"),
+                input_array(pb_utils, request, "MAX_TOKENS_PER_DOC"),
             )
-        except InvalidRequest:
-            self.metrics.rejected.increment(1)
-            raise
-        self.metrics.accepted(pairs=out.documents, tokens=int(out.token_ids.size), truncated=out.truncated)
-        return {
+        except Exception as exc:  # noqa: BLE001 - one request's failure must not take the batch down
+            return exc
+
+    @staticmethod
+    def _response(out: EngineInputs):
+        outputs = {
             "TOKEN_IDS": out.token_ids[None, :],
             "TOKEN_TYPE_IDS": out.token_type_ids[None, :],
             "SEQUENCE_LENGTHS": out.sequence_lengths[None, :],
             "SEQUENCE_DOCUMENTS": out.sequence_documents[None, :],
             "TRUNCATED": np.array([[out.truncated]], dtype=np.int32),
-            "RANK_LIMIT": np.array([[out.top_n]], dtype=np.int32),
         }
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, array) for name, array in outputs.items()])

