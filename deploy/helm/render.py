@@ -7,8 +7,8 @@ PyPI package `helm-python-sdk` binds Helm's own Go SDK (Helm v4, through the sha
 `libhelm_c`), so this renders with Helm's real template engine, values coalescing and
 `values.schema.json` check -- the same code path as `helm template` -- and then validates
 every manifest against the Kubernetes OpenAPI schemas shipped in `kubernetes-validate`.
-The ServiceMonitor (a Prometheus Operator CRD, not in those schemas) is checked against a
-hand-written subset of its CRD schema in deploy/helm/schemas/.
+The ServiceMonitor and PrometheusRule (Prometheus Operator CRDs, not in those schemas) are checked
+against hand-written subsets of their CRD schemas in deploy/helm/schemas/.
 
     python deploy/helm/render.py deploy/helm/reranker -f my-values.yaml --set gpusPerPod=2
     python deploy/helm/render.py deploy/helm/reranker --validate --kube-version 1.30.0 -o out.yaml
@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 CHART_DIR = HERE / "reranker"
 CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): HERE / "schemas" / "servicemonitor-v1-subset.json",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): HERE / "schemas" / "prometheusrule-v1-subset.json",
 }
 # Kubernetes versions the chart is validated against by default (oldest and newest schema sets
 # kubernetes-validate 1.37 ships that the chart supports, plus one between).

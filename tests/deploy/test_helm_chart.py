@@ -1,13 +1,15 @@
 """deploy/helm/reranker rendered by Helm's own engine (helm-python-sdk: the Helm v4 Go SDK as a
 shared library; there is no Linux helm binary on the registries this project reaches), every
 manifest validated against the Kubernetes OpenAPI schemas (kubernetes-validate, strict), then
-what the manifests mean: GPUs, probes, model repository sources, HPA, PDB, Service."""
+what the manifests mean: the GPU defaults and the CPU values, weights and caches, probes, security,
+model repository sources, HPA, PDB, Service, gateway, alerts."""
 
 from __future__ import annotations
 
 import copy
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,30 +98,40 @@ def test_kubernetes_validate_rejects_a_broken_manifest(kubernetes_validate):
 
 # ------------------------------------------------------------------------------- all manifests valid
 
+# ------------------------------------------------------------------------------- all manifests valid
+
+CPU_VALUES = yaml.safe_load((REPO / "deploy" / "helm" / "values-cpu.yaml").read_text())
+METRICS_ON = {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}}
+
 MODES = {
-    "defaults": {},
+    "gpu-defaults": {},
+    "cpu-values": CPU_VALUES,
     "no-autoscaling": {"autoscaling": {"enabled": False}, "replicaCount": 3},
-    "pvc": {
-        "modelRepository": {"source": "pvc", "pvc": {"claimName": "reranker-models"}},
-        "pythonBackends": {"source": "pvc"},
-    },
-    "pvc-create": {"modelRepository": {"source": "pvc", "pvc": {"create": True, "storageClassName": "fast"}}},
+    "repository-pvc": {"modelRepository": {"source": "pvc", "pvc": {"claimName": "reranker-models"}}},
+    "repository-bundle": {"modelRepository": {"source": "initContainer"}},
     "object-store": {
         "modelRepository": {
             "source": "objectStore",
             "objectStore": {"url": "s3://bucket/reranker/model_repository", "credentialsSecret": "s3-creds"},
         },
-        "pythonBackends": {"source": "image"},
     },
+    "weights-existing-claim-offline": {
+        "cache": {"pvc": {"existingClaim": "reranker-weights"}},
+        "huggingFace": {"offline": True},
+    },
+    "weights-host-folder": {"cache": {"source": "hostPath", "hostPath": {"path": "/srv/reranker-cache"}}},
     "everything-on": {
+        **METRICS_ON,
         "gpusPerPod": 2,
-        "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "autoscaling": {"queueTime": {"enabled": True}},
+        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "gateway": {"enabled": True, "env": [{"name": "GATEWAY_MAX_CONCURRENCY", "value": "8"}]},
+        "huggingFace": {"tokenSecret": {"name": "hf-token"}},
+        "cache": {"pvc": {"accessModes": ["ReadWriteMany"], "storageClassName": "nfs"}},
         "serviceAccount": {"create": True, "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}},
         "runtimeClassName": "nvidia",
-        "server": {"huggingFaceCache": {"existingClaim": "hf-cache"}, "envFrom": [{"secretRef": {"name": "hf-token"}}]},
         "podDisruptionBudget": {"minAvailable": 1},
     },
-    "cpu-only-hpa": {"autoscaling": {"queueTime": {"enabled": False}}},
 }
 
 
@@ -131,7 +143,32 @@ def test_every_manifest_is_valid_kubernetes(helm, kubernetes_validate, mode):
     assert errors == []
 
 
-# ------------------------------------------------------------------------------- Deployment
+# ------------------------------------------------------------------------------- GPU defaults, CPU values
+
+
+def test_defaults_run_the_gpu_configuration_from_the_project_image(helm):
+    deploy = by_kind(render())["Deployment"]
+    c = server_container(deploy)
+    assert c["image"] == "reranker-triton:0.1.0"
+    assert c["command"] == ["tritonserver"]
+    assert c["args"][:2] == ["--model-repository=/models", "--model-config-name=gpu"]
+    assert {"--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"} <= set(c["args"])
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 1 and c["resources"]["requests"]["nvidia.com/gpu"] == 1
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert "PYTHONPATH" not in env  # the package is installed in the image
+    spec = deploy["spec"]["template"]["spec"]
+    assert "initContainers" not in spec and "/models" not in mounts(c)  # the repository baked into the image
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+
+
+def test_cpu_values_run_the_cpu_configuration_without_gpus(helm):
+    deploy = by_kind(render(CPU_VALUES))["Deployment"]
+    c = server_container(deploy)
+    assert c["image"] == "reranker-triton-cpu:0.1.0"
+    assert not [a for a in c["args"] if a.startswith("--model-config-name")]  # config.pbtxt
+    assert "nvidia.com/gpu" not in c["resources"]["limits"] and "nvidia.com/gpu" not in c["resources"]["requests"]
+    assert "tolerations" not in deploy["spec"]["template"]["spec"]
+    assert "emptyDir" in volumes(deploy)["cache"]  # nothing to download: the model ships in the image
 
 
 def test_deployment_requests_gpus(helm):
@@ -142,67 +179,122 @@ def test_deployment_requests_gpus(helm):
         assert res["requests"]["nvidia.com/gpu"] == gpus  # extended resources: requests == limits
 
 
-def test_probes_point_at_triton_health(helm):
+def test_count_advice_is_per_gpu():
+    """The chart scales engines with GPUs, never with the instance_group count (Triton's count is per GPU)."""
+    values_text = (CHART / "values.yaml").read_text()
+    assert "on EACH GPU the pod" in values_text and "leave that count at 1" in values_text
+    gpu_config = REPO / "model_repository" / "rerank_engine" / "configs" / "gpu.pbtxt"
+    text = gpu_config.read_text()
+    group = re.search(r"instance_group\s*\[(.*?)\]", text, re.S).group(1)
+    assert re.search(r"count:\s*1\b", group) and "KIND_GPU" in group and "gpus" not in group
+
+
+# ------------------------------------------------------------------------------- weights and caches
+
+
+def cache_env(deploy) -> dict:
+    return {e["name"]: e for e in server_container(deploy)["env"]}
+
+
+def test_weights_and_compile_caches_on_a_chart_made_claim(helm):
+    docs = by_kind(render())
+    deploy, pvc = docs["Deployment"], docs["PersistentVolumeClaim"]
+    c = server_container(deploy)
+    assert mounts(c)["/var/cache/reranker"]["name"] == "cache"
+    assert volumes(deploy)["cache"]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"] == "rr-reranker-cache"
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"] and pvc["spec"]["resources"]["requests"]["storage"] == "50Gi"
+    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    env = cache_env(deploy)
+    assert env["HF_HOME"]["value"] == "/var/cache/reranker/huggingface"
+    assert env["VLLM_CACHE_ROOT"]["value"] == "/var/cache/reranker/vllm"
+    assert env["TORCHINDUCTOR_CACHE_DIR"]["value"] == "/var/cache/reranker/torchinductor"
+    assert env["TRITON_CACHE_DIR"]["value"] == "/var/cache/reranker/triton"
+    assert env["HF_HUB_OFFLINE"]["value"] == "0"
+    assert "HF_TOKEN" not in env
+    # fsGroup makes the claim writable for the image's user
+    assert deploy["spec"]["template"]["spec"]["securityContext"]["fsGroup"] == 1000
+
+
+def test_hub_token_from_a_secret(helm):
+    deploy = by_kind(render({"huggingFace": {"tokenSecret": {"name": "hf-token"}}}))["Deployment"]
+    assert cache_env(deploy)["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}
+
+
+def test_weights_from_an_existing_claim_offline(helm):
+    docs = by_kind(render(MODES["weights-existing-claim-offline"]))
+    assert "PersistentVolumeClaim" not in docs  # the user's claim is used, none is made
+    assert volumes(docs["Deployment"])["cache"]["persistentVolumeClaim"] == {"claimName": "reranker-weights"}
+    assert cache_env(docs["Deployment"])["HF_HUB_OFFLINE"]["value"] == "1"
+
+
+def test_weights_from_a_host_folder(helm):
+    docs = by_kind(render(MODES["weights-host-folder"]))
+    assert "PersistentVolumeClaim" not in docs
+    assert volumes(docs["Deployment"])["cache"]["hostPath"] == {"path": "/srv/reranker-cache", "type": "DirectoryOrCreate"}
+
+
+def test_notes_warn_about_a_read_write_once_cache_with_several_pods(helm):
+    notes = render_mod.render(CHART, {})["reranker/templates/NOTES.txt"]
+    assert "ReadWriteOnce" in notes
+    rwx = render_mod.render(CHART, {"cache": {"pvc": {"accessModes": ["ReadWriteMany"]}}})["reranker/templates/NOTES.txt"]
+    assert "ReadWriteOnce" not in rwx
+
+
+# ------------------------------------------------------------------------------- probes and security
+
+
+def test_probes_see_a_dead_engine(helm):
     deploy = by_kind(render())["Deployment"]
     c = server_container(deploy)
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"http": 8000, "grpc": 8001, "metrics": 8002}
-    assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-        assert ports[c[probe]["httpGet"]["port"]] == 8000
+    assert c["startupProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
     sp = c["startupProbe"]
-    assert sp["periodSeconds"] * sp["failureThreshold"] >= 600, "vLLM engine start needs minutes"
+    assert sp["periodSeconds"] * sp["failureThreshold"] >= 900, "download + vLLM start + compilation need minutes"
+    # the engine model's own readiness: not ready once its vLLM engine died
+    assert c["readinessProbe"]["httpGet"] == {"path": "/v2/models/rerank_engine/ready", "port": "http"}
+    # one real rerank through the ensemble, with the package installed in the image
+    live = c["livenessProbe"]
+    assert live["exec"]["command"] == [
+        "python3", "-m", "reranker_client.healthcheck", "--url", "localhost:8001", "--timeout", "20",
+    ]
+    assert live["timeoutSeconds"] > 20
 
 
-def test_server_args_and_python_backends(helm):
-    deploy = by_kind(render())["Deployment"]
-    c = server_container(deploy)
-    assert c["command"] == ["tritonserver"]
-    assert "--model-repository=/models" in c["args"]
-    assert {"--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"} <= set(c["args"])
-    env = {e["name"]: e.get("value") for e in c["env"]}
-    assert env["PYTHONPATH"] == "/opt/reranker"
-    m = mounts(c)
-    assert "/opt/reranker/python_backends" in m and m["/models"]["readOnly"] is True
-    assert volumes(deploy)[m["/dev/shm"]["name"]]["emptyDir"]["medium"] == "Memory"
+def test_runs_as_non_root(helm):
+    for values in ({}, CPU_VALUES, MODES["repository-bundle"]):
+        spec = by_kind(render(values))["Deployment"]["spec"]["template"]["spec"]
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["runAsUser"] == 1000 and pod["runAsGroup"] == 1000
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in spec["containers"] + spec.get("initContainers", []):
+            sc = container["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+
+
+# ------------------------------------------------------------------------------- model repository sources
 
 
 def test_init_container_copies_the_bundle(helm):
-    deploy = by_kind(render())["Deployment"]
+    deploy = by_kind(render(MODES["repository-bundle"]))["Deployment"]
     spec = deploy["spec"]["template"]["spec"]
     (init,) = spec["initContainers"]
     assert init["image"] == "reranker-bundle:0.1.0"
-    script = init["command"][-1]
-    assert "/bundle/model_repository/." in script and "/bundle/python_backends/." in script
-    # what the init container writes is what the server reads
+    assert "/bundle/model_repository/." in init["command"][-1]
     init_out = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
     srv = {m["name"]: m["mountPath"] for m in server_container(deploy)["volumeMounts"]}
     assert srv[init_out["/bundle-out/model_repository"]] == "/models"
-    assert srv[init_out["/bundle-out/python_backends"]] == "/opt/reranker/python_backends"
     assert "emptyDir" in volumes(deploy)[init_out["/bundle-out/model_repository"]]
 
 
 def test_pvc_source(helm):
-    docs = by_kind(render(MODES["pvc"]))
+    docs = by_kind(render(MODES["repository-pvc"]))
     deploy = docs["Deployment"]
     assert "initContainers" not in deploy["spec"]["template"]["spec"]
-    assert "PersistentVolumeClaim" not in docs  # an existing claim is not created
     m = mounts(server_container(deploy))
     assert m["/models"]["subPath"] == "model_repository" and m["/models"]["readOnly"] is True
-    assert m["/opt/reranker/python_backends"]["subPath"] == "python_backends"
     vol = volumes(deploy)[m["/models"]["name"]]
-    assert vol["persistentVolumeClaim"]["claimName"] == "reranker-models"
-
-
-def test_pvc_created_when_asked(helm):
-    docs = by_kind(render(MODES["pvc-create"]))
-    pvc = docs["PersistentVolumeClaim"]
-    assert pvc["spec"]["storageClassName"] == "fast"
-    m = mounts(server_container(docs["Deployment"]))
-    vol = volumes(docs["Deployment"])[m["/models"]["name"]]
-    assert vol["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    assert vol["persistentVolumeClaim"] == {"claimName": "reranker-models", "readOnly": True}
 
 
 def test_object_store_source(helm):
@@ -211,8 +303,12 @@ def test_object_store_source(helm):
     assert "--model-repository=s3://bucket/reranker/model_repository" in c["args"]
     assert not any(a.startswith("--model-repository=/") for a in c["args"])
     assert "/models" not in mounts(c)
-    assert "initContainers" not in deploy["spec"]["template"]["spec"]  # python_backends baked in the image
     assert {"secretRef": {"name": "s3-creds"}} in c["envFrom"]
+
+
+def test_shared_memory_in_memory(helm):
+    deploy = by_kind(render())["Deployment"]
+    assert volumes(deploy)[mounts(server_container(deploy))["/dev/shm"]["name"]]["emptyDir"]["medium"] == "Memory"
 
 
 def test_replicas_owned_by_hpa_when_enabled(helm):
@@ -221,10 +317,11 @@ def test_replicas_owned_by_hpa_when_enabled(helm):
     assert "HorizontalPodAutoscaler" not in by_kind(render(MODES["no-autoscaling"]))
 
 
-# ------------------------------------------------------------------------------- HPA, PDB, Service, ServiceMonitor
+# ------------------------------------------------------------------------------- HPA, PDB, Service, monitoring
 
 
-def test_hpa_scales_on_queue_time_with_cpu_fallback(helm):
+def test_hpa_defaults_to_cpu_only(helm):
+    """Without the metrics pipeline no Pods metric is listed: a missing one would stop every scale-down."""
     docs = by_kind(render())
     hpa = docs["HorizontalPodAutoscaler"]
     assert hpa["apiVersion"] == "autoscaling/v2"
@@ -233,14 +330,24 @@ def test_hpa_scales_on_queue_time_with_cpu_fallback(helm):
         "kind": "Deployment",
         "name": docs["Deployment"]["metadata"]["name"],
     }
+    assert [m["type"] for m in hpa["spec"]["metrics"]] == ["Resource"]
+    cpu = hpa["spec"]["metrics"][0]["resource"]
+    assert cpu["name"] == "cpu" and cpu["target"]["type"] == "Utilization"
+    assert server_container(docs["Deployment"])["resources"]["requests"]["cpu"]
+
+
+def test_hpa_queue_time_with_the_metrics_pipeline(helm):
+    hpa = by_kind(render({**METRICS_ON, "autoscaling": {"queueTime": {"enabled": True}}}))["HorizontalPodAutoscaler"]
     metrics = {m["type"]: m for m in hpa["spec"]["metrics"]}
     pods = metrics["Pods"]["pods"]
     assert pods["metric"]["name"] == "triton_queue_time_us_per_request"
     assert pods["target"] == {"type": "AverageValue", "averageValue": "50000"}
-    cpu = metrics["Resource"]["resource"]
-    assert cpu["name"] == "cpu" and cpu["target"]["type"] == "Utilization"
-    # the CPU utilisation target only works against a CPU request
-    assert server_container(docs["Deployment"])["resources"]["requests"]["cpu"]
+    assert "Resource" in metrics
+
+
+def test_hpa_queue_time_without_the_metrics_pipeline_is_refused(helm):
+    with pytest.raises(helm.HelmError, match="autoscaling.queueTime needs the metrics pipeline"):
+        render_mod.render(CHART, {"autoscaling": {"queueTime": {"enabled": True}}})
 
 
 def test_adapter_rule_publishes_the_hpa_metric():
@@ -252,25 +359,26 @@ def test_adapter_rule_publishes_the_hpa_metric():
     assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}
 
 
-def test_hpa_cpu_only(helm):
-    hpa = by_kind(render(MODES["cpu-only-hpa"]))["HorizontalPodAutoscaler"]
-    assert [m["type"] for m in hpa["spec"]["metrics"]] == ["Resource"]
+def kinds_named(docs, kind) -> dict[str, dict]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
 
 
 def test_pod_labels_are_selected_by_service_pdb_and_servicemonitor(helm):
-    docs = by_kind(render(MODES["everything-on"]))
-    pod_labels = docs["Deployment"]["spec"]["template"]["metadata"]["labels"]
-    svc = docs["Service"]
+    docs = render(MODES["everything-on"])
+    deploy = kinds_named(docs, "Deployment")["rr-reranker"]
+    pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+    svc = kinds_named(docs, "Service")["rr-reranker"]
     assert svc["spec"]["selector"].items() <= pod_labels.items()
-    assert docs["Deployment"]["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    assert docs["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    assert docs["PodDisruptionBudget"]["spec"].get("minAvailable") == 1
-    sm = docs["ServiceMonitor"]
+    assert deploy["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    (pdb,) = kinds_named(docs, "PodDisruptionBudget").values()
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert pdb["spec"].get("minAvailable") == 1
+    (sm,) = kinds_named(docs, "ServiceMonitor").values()
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     assert sm["spec"]["endpoints"][0]["port"] == "metrics"
-    assert sm["spec"]["endpoints"][0]["path"] == "/metrics"
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    assert docs["ServiceAccount"]["metadata"]["name"] == docs["Deployment"]["spec"]["template"]["spec"]["serviceAccountName"]
+    (sa,) = kinds_named(docs, "ServiceAccount").values()
+    assert sa["metadata"]["name"] == deploy["spec"]["template"]["spec"]["serviceAccountName"]
 
 
 def test_service_ports(helm):
@@ -283,15 +391,85 @@ def test_service_ports(helm):
     assert docs["PodDisruptionBudget"]["spec"]["maxUnavailable"] == 1
 
 
-def test_servicemonitor_subset_schema_rejects_bad_objects(helm):
-    sm = by_kind(render(MODES["everything-on"]))["ServiceMonitor"]
-    assert render_mod.validate([sm]) == []
+def test_crd_subset_schemas_reject_bad_objects(helm):
+    docs = render(MODES["everything-on"])
+    (sm,) = kinds_named(docs, "ServiceMonitor").values()
+    (rule,) = kinds_named(docs, "PrometheusRule").values()
+    assert render_mod.validate([sm, rule]) == []
     bad = copy.deepcopy(sm)
     del bad["spec"]["endpoints"]
     assert render_mod.validate([bad])
     bad = copy.deepcopy(sm)
     bad["spec"]["endpoints"][0]["interval"] = "fifteen seconds"
     assert render_mod.validate([bad])
+    bad = copy.deepcopy(rule)
+    bad["spec"]["groups"][0]["rules"][0]["for"] = "a quarter of an hour"
+    assert render_mod.validate([bad])
+    bad = copy.deepcopy(rule)
+    del bad["spec"]["groups"][0]["rules"][0]["expr"]
+    assert render_mod.validate([bad])
+
+
+# ------------------------------------------------------------------------------- alerts
+
+
+def alerts(values) -> dict[str, dict]:
+    (rule,) = kinds_named(render(values), "PrometheusRule").values()
+    return {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+
+
+def test_no_alert_rules_by_default(helm):
+    assert not kinds_named(render(), "PrometheusRule")
+
+
+def test_score_drift_and_failure_alerts(helm):
+    rules = alerts({**METRICS_ON, "prometheusRule": {"enabled": True}})
+    drift = rules["RerankerScoreDrift"]
+    assert drift["expr"] == (
+        'max by (namespace, model, profile) (reranker_score_drift_psi{namespace="ml", service="rr-reranker"}) > 0.25'
+    )
+    assert drift["for"] == "15m"
+    assert "{{ $labels.profile }}" in drift["annotations"]["summary"]  # Prometheus' template, not Helm's
+    failures = rules["RerankerInferenceFailures"]
+    assert failures["expr"] == (
+        'sum by (namespace, model) (increase(nv_inference_request_failure{namespace="ml", service="rr-reranker"}[5m])) > 0'
+    )
+    assert {r["labels"]["severity"] for r in rules.values()} == {"warning"}
+
+
+def test_alert_rules_need_the_metrics_scraped(helm):
+    with pytest.raises(helm.HelmError, match="serviceMonitor.enabled"):
+        render_mod.render(CHART, {"prometheusRule": {"enabled": True}})
+
+
+# ------------------------------------------------------------------------------- gateway
+
+
+def test_gateway_deployment_and_service(helm):
+    docs = render({"gateway": {"enabled": True}})
+    deploys, services = kinds_named(docs, "Deployment"), kinds_named(docs, "Service")
+    gw, server = deploys["rr-reranker-gateway"], deploys["rr-reranker"]
+    (c,) = gw["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == "reranker-gateway:0.1.0" and c["command"] == ["python", "-m", "gateway"]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["TRITON_GRPC_URL"] == "rr-reranker:8001" and env["RERANK_MODEL"] == "reranker"
+    assert env["TRITON_HTTP_URL"] == "http://rr-reranker:8000"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/health/live"
+    assert gw["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    # each Service selects its own pods only
+    gw_labels = gw["spec"]["template"]["metadata"]["labels"]
+    server_labels = server["spec"]["template"]["metadata"]["labels"]
+    gw_svc, server_svc = services["rr-reranker-gateway"], services["rr-reranker"]
+    assert gw_svc["spec"]["selector"].items() <= gw_labels.items()
+    assert not gw_svc["spec"]["selector"].items() <= server_labels.items()
+    assert not server_svc["spec"]["selector"].items() <= gw_labels.items()
+    assert gw_svc["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}]
+    assert env["TRITON_GRPC_URL"].split(":")[0] == server_svc["metadata"]["name"]
+
+
+def test_gateway_off_by_default(helm):
+    assert set(kinds_named(render(), "Deployment")) == {"rr-reranker"}
 
 
 # ------------------------------------------------------------------------------- values.schema.json
@@ -304,23 +482,32 @@ def schema() -> dict:
     return s
 
 
-def test_default_values_follow_the_schema(schema):
-    jsonschema.Draft7Validator(schema).validate(yaml.safe_load((CHART / "values.yaml").read_text()))
+def test_default_and_cpu_values_follow_the_schema(schema):
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    jsonschema.Draft7Validator(schema).validate(defaults)
+    jsonschema.Draft7Validator(schema).validate(render_mod.deep_merge(defaults, CPU_VALUES))
 
 
 BAD_VALUES = {
-    "zero GPUs": {"gpusPerPod": 0},
+    "negative GPUs": {"gpusPerPod": -1},
     "unknown source": {"modelRepository": {"source": "ftp"}},
     "object store without url": {"modelRepository": {"source": "objectStore"}},
     "object store with http url": {"modelRepository": {"source": "objectStore", "objectStore": {"url": "http://host/repo"}}},
     "pvc without claim": {"modelRepository": {"source": "pvc"}},
-    "bundle without image": {"bundle": {"image": {"repository": ""}}},
+    "bundle without image": {"modelRepository": {"source": "initContainer"}, "bundle": {"image": {"repository": ""}}},
     "unknown top-level key": {"gpus": 2},
     "gpu set by hand": {"resources": {"limits": {"nvidia.com/gpu": 2}}},
     "readiness elsewhere": {"probes": {"readiness": {"path": "/healthz"}}},
+    "liveness without command": {"probes": {"liveness": {"command": []}}},
     "hpa without metric": {"autoscaling": {"queueTime": {"enabled": False}, "cpu": {"enabled": False}}},
     "model repository flag twice": {"server": {"extraArgs": ["--model-repository=/elsewhere"]}},
+    "config name flag twice": {"server": {"extraArgs": ["--model-config-name=cpu"]}},
     "port out of range": {"server": {"ports": {"http": 80000}}},
+    "offline with an emptyDir cache": {"huggingFace": {"offline": True}, "cache": {"source": "emptyDir"}},
+    "offline with an empty chart-made claim": {"huggingFace": {"offline": True}},
+    "read-only cache claim": {"cache": {"pvc": {"accessModes": ["ReadOnlyMany"]}}},
+    "host folder without path": {"cache": {"source": "hostPath"}},
+    "drift alert threshold zero": {"prometheusRule": {"scoreDrift": {"threshold": 0}}},
 }
 
 
@@ -335,9 +522,11 @@ def test_bad_values_are_rejected(helm, schema, what):
 
 
 def test_template_guards_beyond_the_schema(helm):
-    """Cross-field rules checked in the templates: the CPU fallback needs a CPU request."""
+    """Cross-field rules checked in the templates."""
     with pytest.raises(helm.HelmError, match="resources.requests.cpu"):
         render_mod.render(CHART, {"resources": {"requests": None}})
+    with pytest.raises(helm.HelmError, match="gpusPerPod 0 cannot run the GPU configuration"):
+        render_mod.render(CHART, {"gpusPerPod": 0})
 
 
 # ------------------------------------------------------------------------------- the CLI
@@ -354,9 +543,15 @@ def test_render_cli_validates(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "0 errors" in proc.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(out.read_text()) if d]
-    assert sorted(kinds) == ["Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Service"]
+    assert sorted(kinds) == ["Deployment", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "PodDisruptionBudget", "Service"]
+
+    cpu = subprocess.run(
+        [sys.executable, str(RENDER_PY), str(CHART), "--validate", "-f", str(REPO / "deploy" / "helm" / "values-cpu.yaml")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert cpu.returncode == 0 and "0 errors" in cpu.stderr, cpu.stderr
 
     bad = subprocess.run(
-        [sys.executable, str(RENDER_PY), str(CHART), "--set", "gpusPerPod=0"], capture_output=True, text=True, timeout=120
+        [sys.executable, str(RENDER_PY), str(CHART), "--set", "gpusPerPod=-1"], capture_output=True, text=True, timeout=120
     )
     assert bad.returncode != 0 and "gpusPerPod" in bad.stderr

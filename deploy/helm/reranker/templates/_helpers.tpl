@@ -17,21 +17,41 @@
 {{- end }}
 {{- end }}
 
+{{- define "reranker.gatewayName" -}}
+{{- printf "%s-gateway" (include "reranker.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
 {{- define "reranker.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* Selector labels of the Triton server's pods; the component keeps the gateway's pods out. */}}
 {{- define "reranker.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "reranker.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: triton-server
+{{- end }}
+
+{{- define "reranker.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: {{ include "reranker.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: gateway
+{{- end }}
+
+{{- define "reranker.commonLabels" -}}
+helm.sh/chart: {{ include "reranker.chart" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "reranker.labels" -}}
-helm.sh/chart: {{ include "reranker.chart" . }}
+{{ include "reranker.commonLabels" . }}
 {{ include "reranker.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/component: triton-server
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "reranker.gatewayLabels" -}}
+{{ include "reranker.commonLabels" . }}
+{{ include "reranker.gatewaySelectorLabels" . }}
 {{- end }}
 
 {{- define "reranker.serviceAccountName" -}}
@@ -51,23 +71,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* Does anything come from the bundle image / from the claim? ("true" or "") */}}
-{{- define "reranker.usesBundle" -}}
-{{- if or (eq .Values.modelRepository.source "initContainer") (eq .Values.pythonBackends.source "initContainer") }}true{{ end }}
-{{- end }}
-{{- define "reranker.usesPVC" -}}
-{{- if or (eq .Values.modelRepository.source "pvc") (eq .Values.pythonBackends.source "pvc") }}true{{ end }}
+{{/* The weights and compile cache claim: the user's, or the one the chart creates. */}}
+{{- define "reranker.cacheClaimName" -}}
+{{- default (printf "%s-cache" (include "reranker.fullname" .)) .Values.cache.pvc.existingClaim }}
 {{- end }}
 
-{{- define "reranker.claimName" -}}
-{{- $pvc := .Values.modelRepository.pvc }}
-{{- if $pvc.create }}
-{{- default (printf "%s-model-repository" (include "reranker.fullname" .)) $pvc.claimName }}
-{{- else }}
-{{- required "modelRepository.pvc.claimName is required (or set modelRepository.pvc.create)" $pvc.claimName }}
-{{- end }}
-{{- end }}
-
-{{- define "reranker.pythonBackendsDir" -}}
-{{- printf "%s/python_backends" (trimSuffix "/" .Values.pythonBackends.pythonPath) }}
+{{/* "true" when the chart creates the cache claim. */}}
+{{- define "reranker.createsCacheClaim" -}}
+{{- if and (eq .Values.cache.source "pvc") (not .Values.cache.pvc.existingClaim) }}true{{ end }}
 {{- end }}
