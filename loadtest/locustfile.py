@@ -158,7 +158,7 @@ class TritonHttpUser(HttpUser):
             if CHECK:
                 try:
                     out = payload.kserve_outputs(resp.json())
-                    payload.check_result(len(req.documents), req.top_n, out["SCORES"], out["RANKING"])
+                    payload.check_result(len(req.documents), req.top_n, out[payload.contract.SCORES], out[payload.contract.RANKING])
                 except (KeyError, ValueError) as exc:
                     resp.failure(f"bad response: {exc}")
                     return
@@ -194,8 +194,8 @@ class TritonGrpcUser(User):
         length = 0
         try:
             result = self.triton.infer(MODEL, inputs, outputs=outputs)
-            scores = result.as_numpy("SCORES")
-            ranking = result.as_numpy("RANKING")
+            scores = result.as_numpy(payload.contract.SCORES)
+            ranking = result.as_numpy(payload.contract.RANKING)
             length = int(scores.nbytes + ranking.nbytes)
             if CHECK:
                 payload.check_result(len(req.documents), req.top_n, scores.ravel(), ranking.ravel())

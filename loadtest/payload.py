@@ -18,38 +18,27 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-MODEL_NAME = "reranker"
+from python_backends import contract  # stdlib only: the locust image imports it too
 
-# (name, datatype, required) -- the input half of docs/CONTRACT.md
-CONTRACT_INPUTS: tuple[tuple[str, str, bool], ...] = (
-    ("QUERY", "BYTES", True),
-    ("DOCUMENTS", "BYTES", True),
-    ("INSTRUCTION", "BYTES", False),
-    ("TOP_N", "INT32", False),
-)
-CONTRACT_OUTPUTS: tuple[tuple[str, str], ...] = (
-    ("SCORES", "FP32"),
-    ("RAW_SCORES", "FP32"),
-    ("RANKING", "INT32"),
-    ("TRUNCATED", "INT32"),
-    ("CALIBRATION", "BYTES"),
-)
+MODEL_NAME = contract.MODEL_NAME
+
+# (name, datatype, required) and (name, datatype): the tensor contract, from python_backends.contract
+CONTRACT_INPUTS: tuple[tuple[str, str, bool], ...] = tuple((t.name, t.datatype, t.required) for t in contract.INPUTS)
+CONTRACT_OUTPUTS: tuple[tuple[str, str], ...] = tuple((t.name, t.datatype) for t in contract.OUTPUTS)
 # what the load generators ask for (RAW_SCORES as well, so a run also checks the raw scores arrive)
-REQUESTED_OUTPUTS: tuple[str, ...] = ("SCORES", "RAW_SCORES", "RANKING", "TRUNCATED")
+REQUESTED_OUTPUTS: tuple[str, ...] = (contract.SCORES, contract.RAW_SCORES, contract.RANKING, contract.TRUNCATED)
 
 
 def _tensors(req) -> list[tuple[str, str, list[int], list[Any]]]:
     """(name, datatype, shape with the batch dimension, flat values) for one request."""
     docs = list(req.documents)
-    out = [
-        ("QUERY", "BYTES", [1, 1], [req.query]),
-        ("DOCUMENTS", "BYTES", [1, len(docs)], docs),
-    ]
+    values: dict[str, list[Any]] = {contract.QUERY: [req.query], contract.DOCUMENTS: docs}
     if req.instruction is not None:
-        out.append(("INSTRUCTION", "BYTES", [1, 1], [req.instruction]))
+        values[contract.INSTRUCTION] = [req.instruction]
     if req.top_n is not None:
-        out.append(("TOP_N", "INT32", [1, 1], [int(req.top_n)]))
-    return out
+        values[contract.TOP_N] = [int(req.top_n)]
+    tensors = contract.TENSORS
+    return [(n, tensors[n].datatype, tensors[n].shape(len(docs)), v) for n, v in values.items()]
 
 
 def kserve_json(req, outputs: Sequence[str] = REQUESTED_OUTPUTS) -> dict:

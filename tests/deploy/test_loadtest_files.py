@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from loadtest import corpus, grpc_load, payload
+from python_backends import contract
 
 REPO = Path(__file__).resolve().parents[2]
 LOADTEST = REPO / "loadtest"
@@ -60,11 +61,11 @@ def contract_tensors() -> dict[str, dict]:
 
 def check_against_contract(tensors: dict[str, tuple[str, list[int], list]], n_docs: int) -> None:
     """``tensors``: name -> (datatype, shape with batch dimension, flat values)."""
-    contract = {k: v for k, v in contract_tensors().items() if v["dir"] == "in"}
-    assert set(tensors) <= set(contract), f"not in the contract: {set(tensors) - set(contract)}"
-    assert {n for n, c in contract.items() if c["required"]} <= set(tensors)
+    inputs = {k: v for k, v in contract_tensors().items() if v["dir"] == "in"}
+    assert set(tensors) <= set(inputs), f"not in the contract: {set(tensors) - set(inputs)}"
+    assert {n for n, c in inputs.items() if c["required"]} <= set(tensors)
     for name, (dtype, shape, values) in tensors.items():
-        c = contract[name]
+        c = inputs[name]
         assert dtype == c["dtype"], name
         want = [n_docs if s == "N" else int(s) for s in c["shape"]]
         assert shape == want, (name, shape, want)
@@ -75,12 +76,17 @@ def check_against_contract(tensors: dict[str, tuple[str, list[int], list]], n_do
             assert all(isinstance(v, int) for v in values)
 
 
-def test_payload_module_agrees_with_contract_doc():
+def test_the_contract_doc_says_what_the_contract_module_holds():
     table = contract_tensors()
-    assert {(n, dt, req) for n, dt, req in payload.CONTRACT_INPUTS} == {
-        (n, c["dtype"], c["required"]) for n, c in table.items() if c["dir"] == "in"
+    assert {n: (c["dir"], c["dtype"], c["required"]) for n, c in table.items()} == {
+        **{t.name: ("in", t.datatype, t.required) for t in contract.INPUTS},
+        **{t.name: ("out", t.datatype, False) for t in contract.OUTPUTS},  # outputs have no "required" column
     }
-    assert {(n, dt) for n, dt in payload.CONTRACT_OUTPUTS} == {(n, c["dtype"]) for n, c in table.items() if c["dir"] == "out"}
+    assert {t.name: [str(d) for d in t.dims] for t in contract.INPUTS} == {
+        n: c["shape"] for n, c in table.items() if c["dir"] == "in"
+    }
+    assert payload.CONTRACT_INPUTS == tuple((t.name, t.datatype, t.required) for t in contract.INPUTS)
+    assert payload.CONTRACT_OUTPUTS == tuple((t.name, t.datatype) for t in contract.OUTPUTS)
 
 
 # ------------------------------------------------------------------------------- corpus

@@ -1,8 +1,11 @@
-"""`python -m gateway` in front of the session's real tritonserver (`server`, tests/conftest.py), on free ports."""
+"""`python -m gateway` in front of the session's real tritonserver (`server`, tests/conftest.py), on free ports, and
+the venv of the official client SDKs (build/sdk-venv) the SDK tests run in."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +21,9 @@ import pytest
 from tests.triton_server import ROOT, RunningServer, free_port
 
 GATEWAY_START_TIMEOUT_S = 60.0
+SDK_LOCK = ROOT / "requirements" / "gateway-sdk.lock.txt"
+SDK_VENV = ROOT / "build" / "sdk-venv"
+SDK_INSTALL_TIMEOUT_S = 600
 MODEL_ALIASES = ("rerank-default",)  # GATEWAY_MODEL_ALIASES of the gateway under test
 
 
@@ -71,3 +77,32 @@ def gateway(server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> 
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def _run(command: list[str], timeout: float) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def sdk_python() -> Path:
+    """build/sdk-venv's python, made from requirements/gateway-sdk.lock.txt when missing or when the lock changed.
+
+    The SDKs need numpy 2 and other versions the server venv does not hold, hence a venv of their own. uv (from
+    requirements/gateway-test.txt) installs the pinned list without resolving in a few seconds; pip takes ~2 min.
+    """
+    digest = hashlib.sha256(SDK_LOCK.read_bytes()).hexdigest()
+    marker = SDK_VENV / "lock.sha256"
+    python = SDK_VENV / "bin" / "python"
+    if python.exists() and marker.exists() and marker.read_text() == digest:
+        return python
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if uv is None:
+        raise RuntimeError("uv is missing: scripts/setup.sh installs it from requirements/gateway-test.txt")
+    shutil.rmtree(SDK_VENV, ignore_errors=True)
+    _run([uv, "venv", "--quiet", "--python", sys._base_executable, str(SDK_VENV)], SDK_INSTALL_TIMEOUT_S)
+    _run([uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps", "-r", str(SDK_LOCK)],
+         SDK_INSTALL_TIMEOUT_S)
+    marker.write_text(digest)
+    return python

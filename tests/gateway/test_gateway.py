@@ -1,4 +1,5 @@
-"""`python -m gateway` against the real tritonserver: the Cohere/Jina-style POST /v1/rerank, health, errors."""
+"""`python -m gateway` against the real tritonserver: raw Cohere, vLLM, Jina and TEI payloads, health, errors.
+The official SDKs are in test_sdk_clients.py."""
 
 from __future__ import annotations
 
@@ -10,52 +11,89 @@ import requests
 QUERY = "What is the capital of France?"
 RELEVANT = "Paris is the capital and largest city of France."
 IRRELEVANT = "Bananas are a good source of potassium."
+LONG = "paris " * 600  # far over the model's 256 tokens
 
 
-def rerank(gateway, **body):
-    body.setdefault("model", "reranker")
-    return requests.post(f"{gateway.url}/v1/rerank", json=body, timeout=60)
+def post(gateway, path="/v1/rerank", **body):
+    return requests.post(f"{gateway.url}{path}", json=body, timeout=60)
 
 
-def test_the_relevant_document_ranks_first(gateway):
-    response = rerank(gateway, query=QUERY, documents=[IRRELEVANT, RELEVANT])
+def test_cohere_v1_the_relevant_document_ranks_first(gateway):
+    response = post(gateway, model="reranker", query=QUERY, documents=[IRRELEVANT, RELEVANT], return_documents=False)
     assert response.status_code == 200, response.text
     body = response.json()
     assert [r["index"] for r in body["results"]] == [1, 0]
     assert 0 <= body["results"][1]["relevance_score"] < body["results"][0]["relevance_score"] <= 1
     assert all("document" not in r for r in body["results"])
     assert re.fullmatch(r"[^@]+@[^@]+", body["meta"]["calibration"])
+    assert body["meta"]["api_version"] == {"version": "1"}
+    assert body["meta"]["billed_units"] == {"search_units": 1}
     assert body["meta"]["truncated"] == 0
     assert "raw_scores" not in body["meta"]
-    assert body["id"]
+    assert body["id"] and body["model"] == "reranker"
 
 
-def test_top_n_and_return_documents(gateway):
-    documents = [IRRELEVANT, {"text": RELEVANT}, "Berlin is the capital of Germany."]
-    body = rerank(gateway, query=QUERY, documents=documents, top_n=2, return_documents=True).json()
+def test_vllm_payload_on_rerank(gateway):
+    """What vLLM's /rerank clients send (top_n, truncate_prompt_tokens, no model) and read."""
+    body = post(gateway, "/rerank", query=QUERY, documents=[IRRELEVANT, RELEVANT, "Berlin is in Germany."],
+                top_n=2, truncate_prompt_tokens=-1).json()
+    assert set(body) >= {"id", "model", "results"}
+    assert body["model"] == "reranker"
     assert len(body["results"]) == 2
     assert body["results"][0] == {
-        "index": 1, "relevance_score": body["results"][0]["relevance_score"], "document": {"text": RELEVANT}
+        "index": 1, "document": {"text": RELEVANT}, "relevance_score": body["results"][0]["relevance_score"]
     }
-    assert body["results"][1]["document"]["text"] == documents[body["results"][1]["index"]]
+
+
+def test_jina_payload_on_v1_rerank(gateway):
+    body = post(gateway, model="rerank-default", query={"text": QUERY}, documents=[{"text": IRRELEVANT}, RELEVANT],
+                top_n=5, return_documents=True).json()
+    assert body["model"] == "rerank-default"
+    assert [(r["index"], r["document"]) for r in body["results"]] == [(1, {"text": RELEVANT}), (0, {"text": IRRELEVANT})]
+    bare = post(gateway, query=QUERY, documents=[IRRELEVANT, RELEVANT], return_documents=False).json()
+    assert [sorted(r) for r in bare["results"]] == [["index", "relevance_score"]] * 2
+
+
+def test_tei_payload_on_rerank(gateway):
+    scored = post(gateway, "/rerank", query=QUERY, texts=[IRRELEVANT, RELEVANT], return_text=True).json()
+    assert [sorted(r) for r in scored] == [["index", "score", "text"]] * 2
+    assert [(r["index"], r["text"]) for r in scored] == [(1, RELEVANT), (0, IRRELEVANT)]
+    raw = post(gateway, "/rerank", query=QUERY, texts=[IRRELEVANT, RELEVANT], raw_scores=True).json()
+    cohere = post(gateway, query=QUERY, documents=[IRRELEVANT, RELEVANT], return_raw_scores=True).json()
+    assert [r["index"] for r in raw] == [1, 0]
+    assert [r["score"] for r in raw] == pytest.approx([cohere["meta"]["raw_scores"][1], cohere["meta"]["raw_scores"][0]])
+    assert [r["score"] for r in scored] == pytest.approx([r["relevance_score"] for r in cohere["results"]])
+
+
+def test_tei_truncate_false_refuses_a_text_that_does_not_fit(gateway):
+    response = post(gateway, "/rerank", query=QUERY, texts=[LONG, RELEVANT], truncate=False)
+    assert response.status_code == 422
+    assert response.json() == {
+        "error": "texts: 1 of the texts do not fit the model's 256 tokens with the query; send truncate: true to cut them",
+        "error_type": "Validation",
+    }
+    assert post(gateway, "/rerank", query=QUERY, texts=[LONG, RELEVANT]).status_code == 200  # TEI's default: cut
+    assert post(gateway, "/rerank", query=QUERY, texts=[]).json() == {"error": "`texts` cannot be empty",
+                                                                      "error_type": "Empty"}
 
 
 def test_top_n_above_the_number_of_documents_returns_them_all(gateway):
-    body = rerank(gateway, query=QUERY, documents=[IRRELEVANT, RELEVANT], top_n=10).json()
+    body = post(gateway, "/v2/rerank", query=QUERY, documents=[IRRELEVANT, RELEVANT], top_n=10).json()
     assert [r["index"] for r in body["results"]] == [1, 0]
 
 
 def test_raw_scores_on_request_and_truncation_counted(gateway):
-    body = rerank(gateway, query=QUERY, documents=["paris " * 600, RELEVANT], return_raw_scores=True).json()
+    body = post(gateway, query=QUERY, documents=[LONG, RELEVANT], return_raw_scores=True).json()
     assert len(body["meta"]["raw_scores"]) == 2
     assert body["meta"]["truncated"] == 1
 
 
-def test_a_model_alias_is_served_and_an_unknown_model_is_404(gateway):
-    assert rerank(gateway, model="rerank-default", query=QUERY, documents=[RELEVANT]).status_code == 200
-    response = rerank(gateway, model="rerank-english-v3.0", query=QUERY, documents=[RELEVANT])
+def test_an_unknown_model_is_404(gateway):
+    response = post(gateway, "/v2/rerank", model="rerank-english-v3.0", query=QUERY, documents=[RELEVANT])
     assert response.status_code == 404
-    assert "served: reranker, rerank-default" in response.json()["detail"]
+    assert response.json()["message"] == (
+        "model 'rerank-english-v3.0' is not served here; served: reranker, rerank-default"
+    )
 
 
 @pytest.mark.parametrize(
@@ -64,27 +102,18 @@ def test_a_model_alias_is_served_and_an_unknown_model_is_404(gateway):
         ({"query": "   ", "documents": [RELEVANT]}, "QUERY is empty"),
         ({"query": QUERY, "documents": [RELEVANT, ""]}, "DOCUMENTS[1] is empty"),
         ({"query": QUERY, "documents": ["x" * 70000]}, "DOCUMENTS[0] is 70000 bytes, more than the limit of 65536"),
-        (
-            {"query": QUERY, "documents": [RELEVANT], "top_n": 0},
-            "TOP_N must be between 1 and the number of documents (1), got 0",
-        ),
-        (
-            {"query": QUERY, "documents": [RELEVANT], "instruction": "be strict"},
-            "INSTRUCTION is not supported by this model",
-        ),
+        ({"query": QUERY, "documents": [RELEVANT], "instruction": "be strict"}, "INSTRUCTION is not supported by this model"),
         ({"query": QUERY, "documents": []}, "documents is empty: send at least one document"),
+        ({"documents": [RELEVANT]}, "query: Field required"),
+        ({"query": QUERY, "documents": [{"txt": RELEVANT}]}, "documents[0].text is missing"),
     ],
-    ids=["empty query", "empty document", "huge document", "top_n zero", "instruction", "no documents"],
+    ids=["empty query", "empty document", "huge document", "instruction", "no documents", "no query", "no text"],
 )
-def test_bad_input_is_400_with_the_servers_message(gateway, body, message):
-    response = rerank(gateway, **body)
+def test_bad_input_is_400_with_a_message_naming_the_field(gateway, body, message):
+    response = post(gateway, **body)
     assert response.status_code == 400, response.text
-    assert message in response.json()["detail"]
-
-
-def test_a_body_off_the_schema_is_422(gateway):
-    assert rerank(gateway, documents=[RELEVANT]).status_code == 422  # no query
-    assert rerank(gateway, query=QUERY, documents=[{"txt": RELEVANT}]).status_code == 422
+    error = response.json()
+    assert message in error["message"] and error["detail"] == error["message"] == error["error"]["message"]
 
 
 def test_health_and_openapi(gateway, server):
@@ -93,5 +122,5 @@ def test_health_and_openapi(gateway, server):
     assert health.json() == {"status": "ready", "triton": server.grpc_url, "models": ["reranker", "rerank-default"]}
     assert requests.get(f"{gateway.url}/health/live", timeout=10).json() == {"status": "live"}
     spec = requests.get(f"{gateway.url}/openapi.json", timeout=10).json()
-    assert {"/v1/rerank", "/health"} <= set(spec["paths"])
-    assert {"200", "400", "404", "422", "503"} <= set(spec["paths"]["/v1/rerank"]["post"]["responses"])
+    assert {"/v1/rerank", "/v2/rerank", "/rerank", "/health"} <= set(spec["paths"])
+    assert {"200", "400", "404", "503"} <= set(spec["paths"]["/v2/rerank"]["post"]["responses"])
