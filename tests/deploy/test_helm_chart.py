@@ -555,3 +555,19 @@ def test_render_cli_validates(tmp_path):
         [sys.executable, str(RENDER_PY), str(CHART), "--set", "gpusPerPod=-1"], capture_output=True, text=True, timeout=120
     )
     assert bad.returncode != 0 and "gpusPerPod" in bad.stderr
+
+
+def test_readme_helm_install_renders_and_validates(helm, kubernetes_validate):
+    """The `helm install` of the README's "Deploy on a GPU" section, its --set flags exactly as written."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Deploy on a GPU") :]
+    command = re.search(r"helm install reranker deploy/helm/reranker (.*?)\n(?!\s)", section, re.S).group(1)
+    sets = re.findall(r"--set (\S+)", command)
+    assert sets, command
+    values = render_mod.load_values([], sets)
+    docs = render(values, name="reranker", namespace="ml")
+    assert render_mod.validate(docs) == []
+    deploy = kinds_named(docs, "Deployment")["reranker"]
+    c = server_container(deploy)
+    assert c["image"] == "registry.example.com/ml/reranker-triton:0.1.0"
+    assert {e["name"] for e in c["env"]} >= {"HF_TOKEN", "HF_HOME", "VLLM_CACHE_ROOT"}
