@@ -12,6 +12,8 @@
 #   --requirements F   (REQUIREMENTS)  also install this requirements file (exact pins, e.g. the gateway's)
 #   --models DIR       (MODELS)  a model repository: every module its */1/model.py files import must import
 #   --check MODULE     (CHECK, space-separated)  more modules that must import (repeatable)
+#   --expect DIST      (EXPECT, space-separated)  distributions that must already be installed, e.g. the
+#                      image's vllm (checked and printed, not imported: no GPU at build time) (repeatable)
 #   --no-index         deps must already be installed: pip may not download any (CI: the project's .venv
 #                      stands in for the image's packages); the project's own wheel is still built
 #
@@ -25,6 +27,7 @@ EXTRAS=${EXTRAS:-server,client}
 REQUIREMENTS=${REQUIREMENTS:-}
 MODELS=${MODELS:-}
 CHECK=${CHECK:-}
+EXPECT=${EXPECT:-}
 no_index=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
     --requirements) REQUIREMENTS=$2; shift 2 ;;
     --models) MODELS=$2; shift 2 ;;
     --check) CHECK="$CHECK $2"; shift 2 ;;
+    --expect) EXPECT="$EXPECT $2"; shift 2 ;;
     --no-index) no_index=(--no-index); shift ;;
     -*) echo "install_project: unknown option $1" >&2; exit 2 ;;
     *) break ;;
@@ -50,20 +54,39 @@ trap 'rm -rf "$tmp"' EXIT
 
 log "python: $("$PYTHON" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 
+# 0. What the environment must bring itself (e.g. the image's vLLM): there before anything is installed.
+for dist in $EXPECT; do
+  version=$("$PYTHON" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$dist") \
+    || { log "$dist is not installed in $("$PYTHON" -c 'import sys; print(sys.prefix)')"; exit 1; }
+  log "expected $dist: $version"
+done
+
 # 1. Hold every package already installed at its version (the project itself excepted).
 "$PYTHON" - "$project" > "$tmp/held.txt" <<'EOF'
 import importlib.metadata as md
 import re
 import sys
 
+from pip._vendor.packaging.version import InvalidVersion, Version
+
+
 def canonical(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
+
+def valid(version):
+    try:
+        Version(version)
+    except InvalidVersion:  # e.g. a distro package's own version scheme: pip could not read the pin
+        return False
+    return True
+
+
 own = canonical(sys.argv[1])
 held = {}
-for dist in md.distributions():
+for dist in md.distributions():  # in sys.path order: the first of two copies is the one Python imports
     name, version = dist.metadata["Name"], dist.version
-    if name and version and canonical(name) != own and re.fullmatch(r"[0-9A-Za-z.+!_-]+", version):
+    if name and version and canonical(name) != own and valid(version):
         held.setdefault(canonical(name), f"{canonical(name)}=={version}")
 print("\n".join(sorted(held.values())))
 EOF
@@ -95,7 +118,7 @@ args=(-c "$tmp/held.txt" "${wheel}[${EXTRAS}]")
 log "pip install ${no_index[*]} $(basename "$wheel")[${EXTRAS}] ${REQUIREMENTS:+-r $REQUIREMENTS}"
 pip install -q "${no_index[@]}" "${args[@]}"
 
-# 3. Import what the models import, from outside the source tree, and show where it came from.
+# 3. Import what the models import, from outside the source tree, and show where each came from.
 modules=$CHECK
 if [ -n "$MODELS" ]; then
   modules="$modules $("$PYTHON" "$src/deploy/image/model_imports.py" "$MODELS")"

