@@ -230,7 +230,7 @@ def test_weights_from_an_existing_claim_offline(helm):
 def test_weights_from_a_host_folder(helm):
     docs = by_kind(render(MODES["weights-host-folder"]))
     assert "PersistentVolumeClaim" not in docs
-    assert volumes(docs["Deployment"])["cache"]["hostPath"] == {"path": "/srv/reranker-cache", "type": "DirectoryOrCreate"}
+    assert volumes(docs["Deployment"])["cache"]["hostPath"] == {"path": "/srv/reranker-cache", "type": "Directory"}
 
 
 def test_notes_warn_about_a_read_write_once_cache_with_several_pods(helm):
