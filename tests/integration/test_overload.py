@@ -63,3 +63,56 @@ def test_burst_is_answered_or_rejected_and_nothing_is_lost(server):
     assert float(np.median(rejected)) < 5.0  # rejections come back at once, not after a timeout
     assert max(ok) < QUEUE_TIMEOUT_S + 10  # admitted requests finish within the configured queue bound
     assert server.is_alive()
+
+
+# --- issue 13: admission by work in rerank_preprocess -----------------------------------------------------------
+
+BUDGET_REQUESTS = 6
+DOCS_AT_THE_LIMIT = 1024  # max_documents
+
+
+def _priced_at_the_limit(i: int) -> list[str]:
+    """1024 documents of 1001 bytes: admission prices each at the full 254-token budget (1024 x 254 = 260,096 of
+    the 262,144 batch_token_budget), yet each holds 2 tokens, so the engine's share stays cheap."""
+    return [f"word{i}x{j}" + " " * (1000 - len(f"word{i}x{j}")) for j in range(DOCS_AT_THE_LIMIT)]
+
+
+def _metric(server, name: str, reason: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{server.metrics_url}/metrics") as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(name + "{") and f'reason="{reason}"' in line and 'model="rerank_preprocess"' in line:
+                return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name}{{reason={reason}}} not in /metrics")
+
+
+async def _priced(url: str) -> list[tuple[str, float]]:
+    client = grpc_aio.InferenceServerClient(url)
+
+    async def one(i: int) -> tuple[str, float]:
+        started = time.monotonic()
+        try:
+            result = await client.infer("reranker", build_inputs(grpc_client, f"word{i}x0", _priced_at_the_limit(i), top_n=1))
+        except InferenceServerException as exc:
+            if str(exc.status()) == "StatusCode.UNAVAILABLE" and "preprocess is over its work budget" in exc.message():
+                return "over budget", time.monotonic() - started
+            return f"error: {exc.status()} {exc.message()}", time.monotonic() - started
+        return ("ok" if result.as_numpy("RANKING")[0].tolist() == [0] else "wrong"), time.monotonic() - started
+
+    try:
+        return await asyncio.gather(*(one(i) for i in range(BUDGET_REQUESTS)))
+    finally:
+        await client.close()
+
+
+def test_preprocess_refuses_work_past_its_batch_budget_at_once(server):
+    """Issue 13 finding 3: admission counted requests, not work. Requests that together exceed the preprocess
+    batch_token_budget are refused with UNAVAILABLE before any tokenizing; the rest are answered right."""
+    refused_before = _metric(server, "reranker_rejected_requests_total", "overloaded")
+    outcomes = asyncio.run(_priced(server.grpc_url))
+    kinds = [kind for kind, _ in outcomes]
+    print("work budget outcomes:", [(k, round(t, 2)) for k, t in outcomes])
+    assert set(kinds) <= {"ok", "over budget"}, kinds
+    assert kinds.count("ok") >= 1 and kinds.count("over budget") >= 1, kinds
+    assert _metric(server, "reranker_rejected_requests_total", "overloaded") - refused_before == kinds.count("over budget")

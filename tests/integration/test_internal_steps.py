@@ -1,0 +1,117 @@
+"""Issue 13 finding 1/6: any client can call the internal steps on the public ports. A malformed request sent
+straight to rerank_preprocess, rerank_engine or rerank_calibrate must fail alone (INVALID_ARGUMENT) while the public
+`reranker` requests Triton batches with it still get their right answers (before: 0 of 8 neighbours survived a bad
+engine request, 9 of 9 rounds)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpc_client
+from tritonclient.utils import InferenceServerException
+
+from reranker_client import RerankClient
+
+QUERY, RELEVANT, IRRELEVANT = "What is the capital of France?", "Paris is the capital of France.", "Bananas are yellow."
+NEIGHBOURS = 8
+ROUNDS = 3
+VOCAB = 30522  # the embedded MiniLM's vocabulary
+MAX_MODEL_LEN = 256
+
+
+def _tensor(name: str, array: np.ndarray) -> grpc_client.InferInput:
+    datatype = "BYTES" if array.dtype == object else {np.int32: "INT32", np.float32: "FP32"}[array.dtype.type]
+    tensor = grpc_client.InferInput(name, list(array.shape), datatype)
+    tensor.set_data_from_numpy(array)
+    return tensor
+
+
+def _texts(*values: str) -> np.ndarray:
+    return np.array([[v.encode() for v in values]], dtype=object)
+
+
+def _i32(*values: int) -> np.ndarray:
+    return np.array([list(values)], dtype=np.int32)
+
+
+def _engine(ids: list[int], lengths: list[int], documents: list[int]) -> dict[str, np.ndarray]:
+    return {
+        "TOKEN_IDS": _i32(*ids), "TOKEN_TYPE_IDS": _i32(*[0] * len(ids)),
+        "SEQUENCE_LENGTHS": _i32(*lengths), "SEQUENCE_DOCUMENTS": _i32(*documents),
+    }
+
+
+# A well-formed bi-encoder request is: the query row (document -1), then one row per document; [CLS] ... [SEP].
+ENGINE_CASES = {
+    "sequence longer than max_model_len": _engine([101] + [2000] * 3 + [102] + [101] + [2000] * 300 + [102], [5, 302], [-1, 0]),
+    "zero-length sequence": _engine([101, 2000, 102], [3, 0], [-1, 0]),
+    "out-of-vocabulary token id": _engine([101, 2000, 102, 101, VOCAB + 5, 102], [3, 3], [-1, 0]),
+    "negative token id": _engine([101, 2000, 102, 101, -7, 102], [3, 3], [-1, 0]),
+    "no query row for a bi-encoder": _engine([101, 2000, 102, 101, 2001, 102], [3, 3], [0, 1]),
+    "lengths do not add up to the tokens": _engine([101, 2000, 102, 101, 2001, 102], [3, 9], [-1, 0]),
+    "negative length": _engine([101, 2000, 102, 101, 2001, 102], [9, -3], [-1, 0]),
+    "50,000,000 documents claimed": _engine([101, 2000, 102, 101, 2001, 102], [3, 3], [-1, 50_000_000]),
+}
+CALIBRATE_CASES = {
+    "TOP_N zero": {"RAW_SCORES": np.array([[0.1, 0.2]], dtype=np.float32), "TOP_N": _i32(0)},
+    "TOP_N negative": {"RAW_SCORES": np.array([[0.1, 0.2]], dtype=np.float32), "TOP_N": _i32(-3)},
+    "TOP_N past the scores": {"RAW_SCORES": np.array([[0.1, 0.2]], dtype=np.float32), "TOP_N": _i32(3)},
+    "no scores": {"RAW_SCORES": np.zeros((1, 0), dtype=np.float32)},
+    "more scores than max_documents": {"RAW_SCORES": np.zeros((1, 1025), dtype=np.float32)},
+}
+PREPROCESS_CASES = {
+    "NUL-only document": {"QUERY": _texts("q"), "DOCUMENTS": _texts("a", "\x00\x00")},
+    "zero-width query": {"QUERY": _texts("\u200b\u200c"), "DOCUMENTS": _texts("a")},
+    "special-token-only document": {"QUERY": _texts("q"), "DOCUMENTS": _texts("[SEP]")},
+    "MAX_TOKENS_PER_DOC zero": {"QUERY": _texts("q"), "DOCUMENTS": _texts("a"), "MAX_TOKENS_PER_DOC": _i32(0)},
+    "no documents": {"QUERY": _texts("q"), "DOCUMENTS": np.zeros((1, 0), dtype=object)},
+}
+CASES = [("rerank_engine", name, tensors) for name, tensors in ENGINE_CASES.items()]
+CASES += [("rerank_calibrate", name, tensors) for name, tensors in CALIBRATE_CASES.items()]
+CASES += [("rerank_preprocess", name, tensors) for name, tensors in PREPROCESS_CASES.items()]
+
+
+def _direct(url: str, model: str, tensors: dict[str, np.ndarray]) -> str:
+    client = grpc_client.InferenceServerClient(url)
+    try:
+        client.infer(model, [_tensor(name, array) for name, array in tensors.items()])
+        return "accepted"
+    except InferenceServerException as exc:
+        return str(exc.status())
+    finally:
+        client.close()
+
+
+def _public(url: str) -> bool:
+    client = RerankClient(url, protocol="grpc", max_retries=0)
+    try:
+        return [r.index for r in client.rerank(QUERY, [IRRELEVANT, RELEVANT]).results] == [1, 0]
+    except InferenceServerException:
+        return False
+    finally:
+        client.close()
+
+
+def _stats(server, model: str) -> dict:
+    with urllib.request.urlopen(f"http://{server.http_url}/v2/models/{model}/stats") as response:
+        return json.load(response)["model_stats"][0]
+
+
+@pytest.mark.parametrize("model,case,tensors", CASES, ids=[f"{m}: {c}" for m, c, _ in CASES])
+def test_malformed_direct_call_fails_alone_and_batched_public_requests_succeed(server, model, case, tensors):
+    before = _stats(server, model)
+    with ThreadPoolExecutor(max_workers=NEIGHBOURS + 1) as pool:
+        for _ in range(ROUNDS):
+            bad = pool.submit(_direct, server.grpc_url, model, tensors)
+            neighbours = [pool.submit(_public, server.grpc_url) for _ in range(NEIGHBOURS)]
+            assert bad.result(timeout=120) == "StatusCode.INVALID_ARGUMENT", case
+            assert sum(f.result(timeout=120) for f in neighbours) == NEIGHBOURS, case
+    after = _stats(server, model)
+    # the step really ran batches holding the bad request together with public ones (not one request per batch)
+    assert after["inference_count"] - before["inference_count"] >= ROUNDS * (NEIGHBOURS + 1)
+    assert after["execution_count"] - before["execution_count"] < ROUNDS * (NEIGHBOURS + 1)
+    assert server.is_alive()
