@@ -212,11 +212,10 @@ def test_model_imports_lists_what_the_models_import():
 # ------------------------------------------------------------------------------- the install, for real
 
 
-@pytest.fixture(scope="module")
-def fresh_venv(tmp_path_factory) -> Path:
+def make_fresh_venv(tmp_path_factory) -> Path:
     """A venv with nothing of its own; the project's .venv is visible through a plain .pth path (its own .pth
     files, the editable install of this project among them, are not processed), standing in for the packages
-    the Triton image already has."""
+    the base image already has."""
     venv = tmp_path_factory.mktemp("image-python") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
     site = Path(subprocess.run(
@@ -225,6 +224,11 @@ def fresh_venv(tmp_path_factory) -> Path:
     ).stdout.strip())
     (site / "stand_in_for_the_image.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return venv
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(tmp_path_factory) -> Path:
+    return make_fresh_venv(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -287,3 +291,17 @@ def test_project_venv_is_left_alone(installed):
     site = Path(sysconfig.get_paths()["purelib"])
     assert len(list(site.glob("triton_vllm_reranker-*.dist-info"))) == 1
     assert shutil.which("hadolint", path=sysconfig.get_paths()["scripts"])
+
+
+def test_gateway_install_as_its_image_does(tmp_path_factory):
+    """deploy/gateway/Dockerfile's install: the `gateway` extra at requirements/gateway.txt's pins."""
+    venv = make_fresh_venv(tmp_path_factory)
+    proc = subprocess.run(
+        ["bash", str(INSTALL), "--python", str(venv / "bin" / "python"), "--no-index", "--extras", "gateway",
+         "--requirements", str(REPO / "requirements" / "gateway.txt"), "--check", "gateway.app",
+         "--check", "reranker_client.healthcheck", str(REPO)],
+        capture_output=True, text=True, timeout=300, cwd="/",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    imports = dict(re.findall(r"\[install_project\] import (\S+): (\S+)", proc.stderr))
+    assert Path(imports["gateway.app"]).is_relative_to(venv)
