@@ -47,7 +47,7 @@ src=$(cd "$1" && pwd)
 [ -f "$src/pyproject.toml" ] || { echo "install_project: no pyproject.toml in $src" >&2; exit 2; }
 
 log() { echo "[install_project] $*" >&2; }
-pip() { "$PYTHON" -m pip --disable-pip-version-check --no-cache-dir "$@"; }
+pip() { "$PYTHON" -m pip --disable-pip-version-check "$@"; }
 project=$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$src/pyproject.toml" | head -n 1)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
