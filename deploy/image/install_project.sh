@@ -6,14 +6,14 @@
 #
 #   deploy/image/install_project.sh [options] SRC     SRC: the project folder (holds pyproject.toml)
 #
-# Options (each also an environment variable):
-#   --python PY        (PYTHON, default python3)  the interpreter whose environment receives the package
-#   --extras LIST      (EXTRAS, default server,client)  pyproject extras, comma-separated
-#   --requirements F   (REQUIREMENTS)  also install this requirements file (exact pins, e.g. the gateway's)
-#   --models DIR       (MODELS)  a model repository: every module its */1/model.py files import must import
-#   --check MODULE     (CHECK, space-separated)  more modules that must import (repeatable)
-#   --expect DIST      (EXPECT, space-separated)  distributions that must already be installed, e.g. the
-#                      image's vllm (checked and printed, not imported: no GPU at build time) (repeatable)
+# Options:
+#   --python PY        the interpreter whose environment receives the package (default python3)
+#   --extras LIST      pyproject extras, comma-separated (default server,client)
+#   --requirements F   also install this requirements file (exact pins, e.g. the gateway's)
+#   --models DIR       a model repository: every module its <model>/<version>/model.py files import must import
+#   --check MODULE     one more module that must import (repeatable)
+#   --expect DIST      a distribution that must already be installed, e.g. the image's vllm (checked and
+#                      printed, not imported: no GPU at build time) (repeatable)
 #   --no-index         deps must already be installed: pip may not download any (CI: the project's .venv
 #                      stands in for the image's packages); the project's own wheel is still built
 #
@@ -22,12 +22,12 @@
 # or numpy; a conflict fails the install with pip's message instead of breaking the image silently.
 set -euo pipefail
 
-PYTHON=${PYTHON:-python3}
-EXTRAS=${EXTRAS:-server,client}
-REQUIREMENTS=${REQUIREMENTS:-}
-MODELS=${MODELS:-}
-CHECK=${CHECK:-}
-EXPECT=${EXPECT:-}
+PYTHON=python3
+EXTRAS=server,client
+REQUIREMENTS=""
+MODELS=""
+CHECK=""
+EXPECT=""
 no_index=()
 while [ $# -gt 0 ]; do
   case $1 in

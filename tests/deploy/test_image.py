@@ -293,3 +293,45 @@ def test_gateway_install_as_its_image_does(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr[-3000:]
     imports = dict(re.findall(r"\[install_project\] import (\S+): (\S+)", proc.stderr))
     assert Path(imports["gateway.app"]).is_relative_to(venv)
+
+
+def write_wheel(folder: Path, version: str) -> Path:
+    """A minimal pure-Python wheel of a distribution `held-probe`."""
+    import zipfile
+
+    path = folder / f"held_probe-{version}-py3-none-any.whl"
+    info = f"held_probe-{version}.dist-info"
+    files = {
+        "held_probe/__init__.py": f"VERSION = {version!r}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: held-probe\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return path
+
+
+def test_installed_packages_are_held_at_their_versions(tmp_path_factory, tmp_path):
+    """What makes the image's vLLM safe: a package already installed (here held-probe 1.0) is not replaced
+    even when a requirement asks for another version that pip could install (2.0, offered locally)."""
+    venv = make_fresh_venv(tmp_path_factory)
+    offered = tmp_path / "offered"
+    offered.mkdir()
+    installed_wheel = write_wheel(tmp_path, "1.0")
+    write_wheel(offered, "2.0")
+    subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", str(installed_wheel)],
+                   check=True, capture_output=True, timeout=120)
+    wants_newer = tmp_path / "requirements.txt"
+    wants_newer.write_text("held-probe>=2\n")
+    proc = subprocess.run(
+        ["bash", str(INSTALL), "--python", str(venv / "bin" / "python"), "--no-index", "--extras", "client",
+         "--requirements", str(wants_newer), str(REPO)],
+        capture_output=True, text=True, timeout=300, cwd="/", env={**os.environ, "PIP_FIND_LINKS": str(offered)},
+    )
+    assert proc.returncode != 0
+    assert "held-probe" in proc.stderr and "conflict" in proc.stderr.lower()
+    version = subprocess.run([venv / "bin" / "python", "-c", "import held_probe; print(held_probe.VERSION)"],
+                             capture_output=True, text=True, check=True, cwd="/").stdout.strip()
+    assert version == "1.0"
