@@ -1,7 +1,12 @@
 """The calibrate step: raw engine scores -> calibrated probabilities and a ranking.
 
 The profile file is re-read when it changes on disk, so a newly fitted profile takes effect
-without reloading the engine; a broken new file is refused and the old profile stays in use.
+without reloading the engine; a broken new file, or one fitted for another score type than the
+served model's, is refused and the old profile stays in use. A profile for the wrong score type
+fails the model load itself, with a message naming both.
+
+The step is callable on its own (any client reaches internal models on the same ports), so it checks
+its inputs completely: one bad direct call fails itself only, never the requests batched with it.
 """
 
 from __future__ import annotations
@@ -16,19 +21,65 @@ import numpy as np
 
 from .calibration.profiles import CalibrationProfile
 from .calibration.schema import CalibrationProfileError, load_profile
+from .model_family import detect_model
+from .model_source import resolve_model
 from .ranking import top_n_ranking
+from .request_validation import InvalidRequest
+from .triton_params import ModelParameters
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CalibrateSettings:
+    """The step's parameters: the served checkpoint (same reference as rerank_preprocess and rerank_engine),
+    whose score type the profile must match, the profile file, the document limit and the drift window."""
+
+    model: str
+    score_type: str
+    profile_path: Path
+    max_documents: int
+    drift_window: int
+
+    @classmethod
+    def from_parameters(cls, params: ModelParameters, model_dir: Path) -> "CalibrateSettings":
+        model = params.text("model")
+        return cls(
+            model=model,
+            score_type=detect_model(resolve_model(model)).score_type,  # from the checkpoint's own config.json
+            profile_path=model_dir / params.text("calibration_profile"),
+            max_documents=params.integer("max_documents", minimum=1),
+            drift_window=params.integer("drift_window", minimum=1),
+        )
+
+
+def bound_profile(path: Path, served_model: str, served_score_type: str) -> CalibrationProfile:
+    """Load ``path`` and check that it was fitted for the score type the served model gives."""
+    profile = load_profile(path)
+    if profile.score_type != served_score_type:
+        raise CalibrationProfileError(
+            f"{path}: profile {profile.tag} was fitted for score type '{profile.score_type}' (model "
+            f"'{profile.model}'), but the served model '{served_model}' gives '{served_score_type}' scores; "
+            "fit a profile for this model (reranker-calibrate fit) or use an unfitted sigmoid profile"
+        )
+    if profile.model != served_model:  # same score type: usable, but its numbers belong to another checkpoint
+        log.warning("calibration profile %s was fitted for model '%s', serving '%s'", profile.tag, profile.model, served_model)
+    return profile
 
 
 class ProfileStore:
     """The calibration profile in force, swapped atomically when its file's mtime or size changes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, served_model: str, served_score_type: str) -> None:
         self.path = path
+        self.served_model = served_model
+        self.served_score_type = served_score_type
         self._lock = threading.Lock()
         self._stamp = self._file_stamp()
-        self.profile: CalibrationProfile = load_profile(path)  # a bad profile fails the model load
+        self.profile: CalibrationProfile = self._load()  # a bad or mismatched profile fails the model load
+
+    def _load(self) -> CalibrationProfile:
+        return bound_profile(self.path, self.served_model, self.served_score_type)
 
     def _file_stamp(self) -> tuple[int, int]:
         stat = os.stat(self.path)
@@ -44,11 +95,31 @@ class ProfileStore:
                 if stamp != self._stamp:
                     self._stamp = stamp
                     try:
-                        self.profile = load_profile(self.path)
+                        self.profile = self._load()
                         log.warning("calibration profile reloaded: %s", self.profile.tag)
                     except CalibrationProfileError as exc:
                         log.error("new calibration profile refused, keeping %s: %s", self.profile.tag, exc)
         return self.profile
+
+
+def validated_inputs(raw_scores: np.ndarray, top_n: np.ndarray | None, max_documents: int) -> tuple[np.ndarray, int]:
+    """RAW_SCORES [1, N] with 1 <= N <= max_documents, all finite; TOP_N [1, 1] in 1..N, absent = N.
+    Checked in this order, each failure an InvalidRequest naming the tensor and the limit."""
+    if raw_scores.ndim != 2 or raw_scores.shape[0] != 1:
+        raise InvalidRequest(f"RAW_SCORES must have shape [1, n] (one query per request), got {list(raw_scores.shape)}")
+    n = raw_scores.shape[1]
+    if not 1 <= n <= max_documents:
+        raise InvalidRequest(f"RAW_SCORES has {n} scores; 1 to max_documents={max_documents} are allowed")
+    if not np.isfinite(raw_scores).all():
+        raise InvalidRequest(f"RAW_SCORES has {int((~np.isfinite(raw_scores)).sum())} non-finite values (NaN or inf)")
+    if top_n is None:
+        return raw_scores[0], n
+    if top_n.shape != (1, 1):
+        raise InvalidRequest(f"TOP_N must have shape [1, 1], got {list(top_n.shape)}")
+    limit = int(top_n[0, 0])
+    if not 1 <= limit <= n:
+        raise InvalidRequest(f"TOP_N is {limit}; it must be between 1 and the number of documents ({n})")
+    return raw_scores[0], limit
 
 
 @dataclass

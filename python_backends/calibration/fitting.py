@@ -114,8 +114,16 @@ def fit_temperature(
     x, y = _check_xy(raw, labels)
     sd = float(np.sqrt(np.mean(x * x)))
     (u_std,) = _newton_logistic(x / sd, platt_targets(y, target_smoothing), fit_intercept=False)
-    if not u_std > 0:
+    if not u_std > 0 and x[y == 1].mean() <= x[y == 0].mean():
         raise CalibrationFitError("temperature fit gave 1/T <= 0: the scores do not rank relevant pairs higher")
+    if not u_std > 0:
+        # Not a ranking problem: sigmoid(raw / T) has no bias term, so raw 0 always maps to 0.5. Scores that are all
+        # positive with few relevant pairs (cosines) can only be pushed toward a low probability by a negative 1/T.
+        raise CalibrationFitError(
+            f"temperature scaling has no bias term (raw score 0 always maps to 0.5), so it cannot fit these scores: "
+            f"{y.mean():.1%} of the pairs are relevant while the mean raw score is {x.mean():.3g}; "
+            "use platt or affine, which fit an offset"
+        )
     return TemperatureCalibrator(temperature=float(sd / u_std))
 
 

@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..drift import ScoreDistribution
+
 #: What the engine's raw score is; a profile is only valid for the score type it was fitted on.
 SCORE_TYPES = ("cosine", "logit", "yes_no_logit")
 
@@ -229,7 +231,8 @@ class CalibrationProfile:
     """A calibrator plus what it is valid for: one model's one score type, at one version.
 
     ``tag`` ("<name>@<version>") is what the ensemble returns in its CALIBRATION output, so a
-    client can tell which mapping produced the SCORES it got.
+    client can tell which mapping produced the SCORES it got. ``raw_score_distribution`` (optional) is the
+    distribution of the raw scores it was fitted on, against which the server measures drift.
     """
 
     def __init__(
@@ -240,6 +243,7 @@ class CalibrationProfile:
         score_type: str,
         calibrator: Calibrator,
         fitted_on: Mapping[str, Any] | None = None,
+        raw_score_distribution: ScoreDistribution | None = None,
     ) -> None:
         self.name = _non_empty_str("name", name)
         self.version = _non_empty_str("version", version)
@@ -249,6 +253,7 @@ class CalibrationProfile:
         self.score_type = score_type
         self.calibrator = calibrator
         self.fitted_on: dict[str, Any] = dict(fitted_on or {})
+        self.raw_score_distribution = raw_score_distribution
 
     @property
     def method(self) -> str:

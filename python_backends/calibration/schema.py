@@ -13,8 +13,12 @@ Format (schema_version 1)::
       "score_type": "cosine",               # cosine | logit | yes_no_logit
       "method": "platt",                    # identity | sigmoid | platt | temperature | affine | isotonic
       "params": {"a": 12.3, "b": -4.5},     # exactly the method's parameters, see below
-      "fitted_on": {...}                    # optional free-form object (data set, metrics, date)
+      "fitted_on": {...},                   # optional free-form object (data set, metrics, date)
+      "raw_score_distribution": {           # optional: quantile bins of the fitting raw scores (drift.py)
+        "edges": [...k-1 increasing], "fractions": [...k, sum 1]}
     }
+
+A profile binds a model: the calibrate step refuses one whose score_type is not the served model's.
 
 params by method: identity {}, sigmoid {}, platt {"a" > 0, "b"}, temperature {"temperature" > 0},
 affine {"logit_mean", "logit_sigma" > 0}, isotonic {"x": [...strictly increasing],
@@ -28,11 +32,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..drift import ScoreDistribution
 from .profiles import CALIBRATORS, CalibrationProfile
 
 SCHEMA_VERSION = 1
 REQUIRED_FIELDS = ("schema_version", "name", "version", "model", "score_type", "method", "params")
-OPTIONAL_FIELDS = ("fitted_on",)
+OPTIONAL_FIELDS = ("fitted_on", "raw_score_distribution")
 
 
 class CalibrationProfileError(ValueError):
@@ -73,6 +78,9 @@ def profile_from_dict(data: Any, source: str = "<profile>") -> CalibrationProfil
     if not isinstance(fitted_on, dict):
         raise fail("field 'fitted_on' must be a JSON object")
     try:
+        distribution = None
+        if "raw_score_distribution" in data:
+            distribution = ScoreDistribution.from_dict(data["raw_score_distribution"])
         calibrator = cls(**params)
         return CalibrationProfile(
             name=data["name"],
@@ -81,6 +89,7 @@ def profile_from_dict(data: Any, source: str = "<profile>") -> CalibrationProfil
             score_type=data["score_type"],
             calibrator=calibrator,
             fitted_on=fitted_on,
+            raw_score_distribution=distribution,
         )
     except ValueError as e:
         raise fail(str(e)) from None
@@ -99,6 +108,8 @@ def profile_to_dict(profile: CalibrationProfile) -> dict[str, Any]:
     }
     if profile.fitted_on:
         doc["fitted_on"] = profile.fitted_on
+    if profile.raw_score_distribution is not None:
+        doc["raw_score_distribution"] = profile.raw_score_distribution.to_dict()
     return doc
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..drift import ScoreDistribution
 from .fitting import CalibrationFitError, fit_calibrator
 from .metrics import (
     OperatingPoint,
@@ -200,7 +201,10 @@ def analyse(
         held_out_metrics=asdict(chosen.metrics),  # type: ignore[arg-type]
         target_smoothing=target_smoothing,
     )
-    profile = CalibrationProfile(name, version, model, score_type, chosen.calibrator, fitted_on)  # type: ignore[arg-type]
+    profile = CalibrationProfile(
+        name, version, model, score_type, chosen.calibrator, fitted_on,  # type: ignore[arg-type]
+        raw_score_distribution=ScoreDistribution.fit(raw),  # what the server's drift check compares with
+    )
     calibrated = profile.apply(raw).astype(np.float64)
     run_old: list[ThresholdMapping] = []
     if pairs[0].old_score is not None:

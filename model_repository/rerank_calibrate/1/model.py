@@ -5,19 +5,22 @@ from pathlib import Path
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from python_backends.calibrate_step import ProfileStore, calibrate
+from python_backends.calibrate_step import CalibrateSettings, ProfileStore, calibrate, validated_inputs
 from python_backends.metrics import CalibrationMetrics, model_labels
-from python_backends.triton_io import required_array, respond
+from python_backends.score_metrics import ScoreDriftMetrics
+from python_backends.triton_io import input_array, required_array, respond
 from python_backends.triton_params import ModelParameters
 
 
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         params = ModelParameters.from_model_config(args["model_config"])
-        model_dir = Path(args["model_repository"])
-        self.profiles = ProfileStore(model_dir / params.text("calibration_profile"))
-        self.metrics = CalibrationMetrics(pb_utils, model_labels(args))
+        self.settings = CalibrateSettings.from_parameters(params, Path(args["model_repository"]))
+        self.profiles = ProfileStore(self.settings.profile_path, self.settings.model, self.settings.score_type)
+        labels = model_labels(args)
+        self.metrics = CalibrationMetrics(pb_utils, labels)
         self.metrics.in_use(self.profiles.profile.tag)
+        self.drift = ScoreDriftMetrics(pb_utils, labels, self.settings.score_type, self.settings.drift_window)
 
     def execute(self, requests: list) -> list:
         profile = self.profiles.current()  # one profile for the whole batch, even during a swap
@@ -25,9 +28,13 @@ class TritonPythonModel:
         return [respond(pb_utils, lambda r: self._handle(profile, r), request) for request in requests]
 
     def _handle(self, profile, request) -> dict[str, np.ndarray]:
-        raw = required_array(pb_utils, request, "RAW_SCORES")[0]
-        top_n = int(required_array(pb_utils, request, "RANK_LIMIT")[0, 0])
+        raw, top_n = validated_inputs(
+            required_array(pb_utils, request, "RAW_SCORES"),
+            input_array(pb_utils, request, "TOP_N"),  # absent: rank every document
+            self.settings.max_documents,
+        )
         result = calibrate(profile, raw, top_n)
+        self.drift.observe(profile, raw)
         return {
             "SCORES": result.scores[None, :],
             "RAW_SCORES_OUT": raw[None, :].astype(np.float32),

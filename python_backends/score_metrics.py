@@ -1,0 +1,74 @@
+"""Prometheus metrics of the raw scores the calibrate step sees: their distribution and its drift.
+
+- `reranker_raw_score` (histogram, labels model, version): every raw engine score, buckets fit for the
+  served model's score type;
+- `reranker_score_drift_psi` (gauge, labels model, version, profile): population stability index of the
+  last `drift_window` raw scores against the distribution the profile in force was fitted on
+  (python_backends/drift.py). Absent until the window is full, and when the profile stores no distribution.
+
+`pb_utils` is passed in (it exists only inside the stub), as in python_backends/metrics.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from .calibration.profiles import CalibrationProfile
+from .drift import DriftWindow
+
+log = logging.getLogger(__name__)
+
+#: Histogram buckets per score type: a cosine lies in [-1, 1]; logits of rerankers mostly in [-12, 12].
+SCORE_BUCKETS: dict[str, list[float]] = {
+    "cosine": [round(-1.0 + 0.1 * i, 1) for i in range(21)],
+    "logit": [float(v) for v in range(-12, 13)],
+    "yes_no_logit": [float(v) for v in range(-12, 13)],
+}
+
+
+class ScoreDriftMetrics:
+    """Raw-score histogram and the drift gauge of the profile in force; a new profile starts a new window."""
+
+    def __init__(self, pb_utils: Any, labels: dict[str, str], score_type: str, window: int) -> None:
+        self._labels = labels
+        self._window_size = window
+        histogram = pb_utils.MetricFamily(
+            "reranker_raw_score", "Raw engine scores seen by the calibrate step", pb_utils.MetricFamily.HISTOGRAM
+        )
+        self._histogram = histogram.Metric(labels=labels, buckets=SCORE_BUCKETS[score_type])
+        self._histogram_family = histogram  # kept alive: Triton fails observe() once a Metric's family is deleted
+        self._gauge_family = pb_utils.MetricFamily(
+            "reranker_score_drift_psi",
+            "Population stability index of the recent raw scores vs the calibration profile's fitting scores",
+            pb_utils.MetricFamily.GAUGE,
+        )
+        self._profile_tag: str | None = None
+        self._window: DriftWindow | None = None
+        self._gauge: Any = None
+
+    def _follow(self, profile: CalibrationProfile) -> None:
+        """Start a fresh window (and gauge series) for a profile not seen before."""
+        if profile.tag == self._profile_tag:
+            return
+        self._profile_tag = profile.tag
+        self._gauge = None  # dropping the Metric object removes the old profile's series
+        distribution = profile.raw_score_distribution
+        self._window = None if distribution is None else DriftWindow(distribution, self._window_size)
+        if self._window is None:
+            log.warning("calibration profile %s stores no raw_score_distribution: no drift metric", profile.tag)
+
+    def observe(self, profile: CalibrationProfile, raw_scores: np.ndarray) -> None:
+        self._follow(profile)
+        for value in np.asarray(raw_scores, dtype=np.float64).ravel().tolist():
+            self._histogram.observe(value)
+        if self._window is None:
+            return
+        self._window.add(raw_scores)
+        psi = self._window.psi()
+        if psi is not None:
+            if self._gauge is None:
+                self._gauge = self._gauge_family.Metric(labels={**self._labels, "profile": profile.tag})
+            self._gauge.set(psi)

