@@ -1,28 +1,29 @@
 """Build full-size random-weight rerankers offline, for speed measurements (no hub, no download).
 
-Two checkpoints, each a folder that transformers and vLLM load like a hub checkpoint:
+Two checkpoints, each written where a hub id resolves offline (``benchmarks/hf_cache.py``: the id comes from the
+committed configuration's ``engine_args``):
 
-- ``qwen3-reranker-0.6b-random``: a ``Qwen3ForCausalLM`` shaped like Qwen3-Reranker-0.6B (28 layers, hidden
-  1024, intermediate 3072, 16 query / 8 key-value heads of 128, vocab 151936, tied embeddings, 40960 positions);
-- ``bge-reranker-v2-m3-random``: an ``XLMRobertaForSequenceClassification`` shaped like bge-reranker-v2-m3
-  (24 layers, hidden 1024, 16 heads, intermediate 4096, vocab 250002, 8194 positions, num_labels 1).
+- Qwen3-Reranker-0.6B shape: a ``Qwen3ForCausalLM`` (28 layers, hidden 1024, intermediate 3072, 16 query / 8
+  key-value heads of 128, vocab 151936, tied embeddings, 40960 positions) with the REAL Qwen3 BPE tokenizer
+  (``benchmarks/qwen3_tokenizer.py``), so token counts and tokenization cost are what users see;
+- bge-reranker-v2-m3 shape: an ``XLMRobertaForSequenceClassification`` (24 layers, hidden 1024, 16 heads,
+  intermediate 4096, vocab 250002, 8194 positions, num_labels 1) with a WordLevel tokenizer as large as its
+  vocabulary whose first words are those of the benchmark's English text (``benchmarks/corpus.py``: one word
+  or punctuation mark = one token; XLM-R's SentencePiece model cannot be had offline).
 
 Weights are seeded normal(0, init_std) tensors (norm weights 1, biases 0) written straight to safetensors in
 bf16, without instantiating the model (a 0.6B model is ~1.2 GB: a few seconds, on the GPU when there is one).
 The parameter names and shapes come from the transformers class built on the meta device, so they are exactly
 what ``from_pretrained`` expects.
 
-Each folder gets a fast tokenizer built with the ``tokenizers`` library: a WordLevel vocabulary as large as the
-model's, of the special tokens the family needs, the words of the prompt template, punctuation, and filler words
-``w0, w1, ...``. A filler word is one token, so a document of N filler words is N tokens (``benchmarks/corpus.py``).
-
-    python -m benchmarks.build_models --out /tmp/bench/models            # both, full size
-    python -m benchmarks.build_models --out /tmp/tiny --tiny             # 2-layer versions for a CPU check
+    python -m benchmarks.build_models --hf-home /tmp/bench/hf            # both, full size
+    python -m benchmarks.build_models --hf-home /tmp/tiny --tiny         # 2-layer versions for a CPU check
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import re
 import sys
@@ -34,13 +35,11 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from python_backends.prompts import QWEN3_DEFAULT_INSTRUCTION, QWEN3_PREFIX, QWEN3_SUFFIX  # noqa: E402
+from benchmarks import corpus, engine_config, hf_cache, qwen3_tokenizer  # noqa: E402
 
-QWEN3_NAME = "qwen3-reranker-0.6b-random"
-XLMR_NAME = "bge-reranker-v2-m3-random"
-FILLER_RE = re.compile(r"^w\d+$")
+# The committed GPU variants whose engine_args name the model ids the checkpoints stand in for.
+VARIANTS = {"qwen3": "gpu", "xlmr": "gpu-bge-m3"}
 PUNCTUATION = list(".,:;!?\"'()-<>/")
-QWEN3_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 
 
 @dataclass(frozen=True)
@@ -65,15 +64,20 @@ class XlmrShape:
     max_positions: int = 8194
 
 
-QWEN3_TINY = Qwen3Shape(layers=2, hidden=64, intermediate=128, heads=2, kv_heads=1, head_dim=32, vocab=4096,
+QWEN3_TINY = Qwen3Shape(layers=2, hidden=64, intermediate=128, heads=2, kv_heads=1, head_dim=32, vocab=151936,
                         max_positions=2048)
 XLMR_TINY = XlmrShape(layers=2, hidden=64, intermediate=128, heads=2, vocab=4096, max_positions=1026)
 
 
-def template_words() -> list[str]:
-    """Every word of the Qwen3-Reranker template and default instruction: none of them may become <unk>."""
-    text = QWEN3_PREFIX + QWEN3_SUFFIX + QWEN3_DEFAULT_INSTRUCTION + " <Instruct>: <Query>: <Document>: yes no"
-    return sorted(set(re.findall(r"\w+", text)) - set(QWEN3_SPECIALS))
+def hub_id(kind: str) -> str:
+    """The model id the committed configuration serves for `kind` (its engine_args "model")."""
+    return engine_config.engine_args(VARIANTS[kind])["model"]
+
+
+def text_words() -> list[str]:
+    """Words and punctuation marks of the benchmark's English text, most frequent first (XLM-R's vocabulary head)."""
+    counts = collections.Counter(re.findall(r"\w+|[^\w\s]", corpus.english_text()))
+    return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 def _fill(vocab: list[str], size: int, tail: list[str] = ()) -> list[str]:
@@ -93,54 +97,16 @@ def _fill(vocab: list[str], size: int, tail: list[str] = ()) -> list[str]:
     return out
 
 
-def _pre_tokenizer(keep_newlines: bool):
-    from tokenizers import Regex, pre_tokenizers
-
-    if keep_newlines:  # words, single punctuation marks and each "\n" are tokens; spaces vanish
-        return pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(r"[ \t\r]+"), behavior="removed"),
-            pre_tokenizers.Split(Regex(r"\w+|[^\w\s]|\n"), behavior="isolated"),
-        ])
-    return pre_tokenizers.BertPreTokenizer()
-
-
-def build_qwen3_tokenizer(out: Path, vocab_size: int, max_len: int):
-    """WordLevel tokenizer with Qwen3's chat specials, the template words, "yes"/"no" and "\\n" as tokens."""
-    from tokenizers import AddedToken, Tokenizer, models
-    from transformers import PreTrainedTokenizerFast
-
-    head = ["<unk>"] + QWEN3_SPECIALS + template_words() + PUNCTUATION + ["\n"]
-    vocab = _fill(head, vocab_size)
-    tok = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(vocab)}, unk_token="<unk>"))
-    tok.pre_tokenizer = _pre_tokenizer(keep_newlines=True)
-    # already in the vocabulary: add_special_tokens keeps their ids (the tokenizer stays vocab_size long)
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN3_SPECIALS])
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="<unk>",
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        model_input_names=["input_ids", "attention_mask"],
-        model_max_length=max_len,
-    )
-    fast.save_pretrained(out)
-    for word in ("yes", "no", "\n", "<|im_start|>", "<think>"):
-        if fast.convert_tokens_to_ids(word) == fast.unk_token_id:
-            raise AssertionError(f"{word!r} is not in the vocabulary")
-    if len(fast) != vocab_size:
-        raise AssertionError(f"tokenizer has {len(fast)} tokens, the model {vocab_size}")
-    return fast
-
-
 def build_xlmr_tokenizer(out: Path, vocab_size: int, max_len: int):
     """WordLevel tokenizer with XLM-R's specials and pair template `<s> A </s></s> B </s>`."""
-    from tokenizers import Tokenizer, models, processors
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    head = ["<s>", "<pad>", "</s>", "<unk>"] + PUNCTUATION  # XLM-R's ids 0..3; <mask> is the last id
-    vocab = _fill(head, vocab_size, tail=["<mask>"])
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]  # XLM-R's ids 0..3; <mask> is the last id
+    words = [w for w in dict.fromkeys(PUNCTUATION + text_words()) if w not in specials]
+    vocab = _fill(specials + words[: vocab_size - len(specials) - 1], vocab_size, tail=["<mask>"])
     tok = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(vocab)}, unk_token="<unk>"))
-    tok.pre_tokenizer = _pre_tokenizer(keep_newlines=False)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
     )
@@ -189,11 +155,14 @@ def write_random_weights(model_cls, config, out: Path, seed: int, init_std: floa
 
 def build_qwen3(out: Path, shape: Qwen3Shape = Qwen3Shape(), seed: int = 0, init_std: float = 0.02,
                 device: str = "cpu", max_len: int = 8192) -> dict:
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    fast = build_qwen3_tokenizer(out, shape.vocab, max_len)
+    qwen3_tokenizer.copy_into(out)
+    fast = PreTrainedTokenizerFast.from_pretrained(out)
+    if fast.convert_tokens_to_ids("yes") != 9693 or fast.convert_tokens_to_ids("no") != 2152:
+        raise AssertionError("not the Qwen3 vocabulary")
     config = Qwen3Config(
         vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
         num_hidden_layers=shape.layers, num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
@@ -230,30 +199,28 @@ def build_xlmr(out: Path, shape: XlmrShape = XlmrShape(), seed: int = 1, init_st
     return info
 
 
-def filler_words(model_dir: str | Path) -> list[str]:
-    """The filler words of a tokenizer this module built, in id order (one token each)."""
-    vocab = json.loads((Path(model_dir) / "tokenizer.json").read_text())["model"]["vocab"]
-    return [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if FILLER_RE.match(w)]
-
-
-def build(out: Path, models: list[str], tiny: bool, device: str, init_std: float | None, seed: int) -> dict:
-    out.mkdir(parents=True, exist_ok=True)
+def build(hf_home: Path, models: list[str], tiny: bool, device: str, init_std: float | None, seed: int) -> dict:
+    """Each checkpoint into the hub cache under its committed model id; a BUILD.json beside them says what."""
     report = {"tiny": tiny, "device": device, "models": {}}
+    std = init_std if init_std is not None else (0.2 if tiny else 0.02)
     if "qwen3" in models:
-        std = init_std if init_std is not None else (0.2 if tiny else 0.02)
-        report["models"]["qwen3"] = build_qwen3(out / QWEN3_NAME, QWEN3_TINY if tiny else Qwen3Shape(), seed, std,
-                                                device, max_len=2048 if tiny else 8192)
+        out = hf_cache.snapshot_dir(hf_home, hub_id("qwen3"))
+        report["models"]["qwen3"] = build_qwen3(out, QWEN3_TINY if tiny else Qwen3Shape(), seed, std, device,
+                                                max_len=2048 if tiny else 8192)
     if "xlmr" in models:
-        std = init_std if init_std is not None else (0.2 if tiny else 0.02)
-        report["models"]["xlmr"] = build_xlmr(out / XLMR_NAME, XLMR_TINY if tiny else XlmrShape(), seed + 1, std,
-                                              device, max_len=1024 if tiny else 8192)
-    (out / "BUILD.json").write_text(json.dumps(report, indent=1) + "\n")
+        out = hf_cache.snapshot_dir(hf_home, hub_id("xlmr"))
+        report["models"]["xlmr"] = build_xlmr(out, XLMR_TINY if tiny else XlmrShape(), seed + 1, std, device,
+                                              max_len=1024 if tiny else 8192)
+    stamp = hf_home / "BUILD.json"  # models built earlier into the same cache stay listed
+    earlier = json.loads(stamp.read_text())["models"] if stamp.is_file() else {}
+    report["models"] = {**earlier, **report["models"]}
+    stamp.write_text(json.dumps(report, indent=1) + "\n")
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--hf-home", required=True, type=Path, help="the HF_HOME whose hub cache receives them")
     ap.add_argument("--models", default="qwen3,xlmr", help="comma-separated: qwen3, xlmr")
     ap.add_argument("--tiny", action="store_true", help="2-layer, hidden-64 versions (CPU checks)")
     ap.add_argument("--device", default="auto", help="where the random tensors are drawn: auto, cpu, cuda")
@@ -265,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    report = build(args.out, [m.strip() for m in args.models.split(",") if m.strip()], args.tiny, device,
+    report = build(args.hf_home, [m.strip() for m in args.models.split(",") if m.strip()], args.tiny, device,
                    args.init_std, args.seed)
     for name, info in report["models"].items():
         print(f"built {name}: {info['parameters'] / 1e6:.1f}M parameters in {info['seconds']} s -> {info['path']}")

@@ -1,20 +1,23 @@
-"""The seed-003 load shape in words of the benchmark tokenizer, so that token counts are exact.
+"""The seed-003 load shape cut from real English text, in the benchmark model's own tokens.
 
-Per request: one query of ~20 tokens, 64 documents of ~500 tokens, top_n=10 (seed 003). Words are the filler
-words ``w<i>`` of the tokenizers ``benchmarks/build_models.py`` writes, each exactly one token, so a document of N
-words is N tokens (plus the model's template). Same seed, same requests (``random.Random``, no global state).
+Per request: one query of ~20 tokens and 64 documents of 450-550 tokens (seed 003, ``loadtest/corpus.py``'s
+constants), top_n 10. The text is the prose of the Python documentation topics that every CPython ships
+(``pydoc_data.topics``: ~25,000 words of English sentences once code, tables and headings are dropped), so nothing
+is downloaded and the same interpreter gives the same text. Passages are cut in the model's tokenizer's ids at
+seeded offsets and decoded back to text, so a document of N ids re-tokenizes to ~N tokens (the BPE may merge
+differently at the two cut ends). Same seed, same requests (``random.Random``, no global state).
 
-Unlike ``loadtest/corpus.py`` (English words, ~N whitespace tokens), this one is for the random-weight models,
-whose vocabulary has no English.
-
-    python -m benchmarks.corpus --model /tmp/bench/models/qwen3-reranker-0.6b-random --count 1
+    python -m benchmarks.corpus --model /tmp/bench/hf/.../snapshots/<rev> --count 1
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import json
 import random
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +25,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.build_models import filler_words  # noqa: E402
-
 # The seed load shape, one definition for the load tests and the benchmark.
-from loadtest.corpus import DOC_TOKENS, LENGTH_JITTER, N_DOCS, QUERY_TOKENS, RELEVANT_FRACTION, TOP_N  # noqa: E402,F401
+from loadtest.corpus import DOC_TOKENS, LENGTH_JITTER, N_DOCS, QUERY_TOKENS, TOP_N  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -42,42 +43,73 @@ TINY_SHAPE = Shape(n_docs=4, doc_tokens=50, query_tokens=10, top_n=2, length_jit
 
 @dataclass(frozen=True)
 class Request:
+    """What a client sends; `instruction` None = the model's default (the field loadtest/payload.py reads)."""
+
     query: str
     documents: tuple[str, ...]
     top_n: int
-    relevant: tuple[int, ...] = field(default=())
-
-    def word_counts(self) -> tuple[int, list[int]]:
-        return len(self.query.split()), [len(d.split()) for d in self.documents]
+    instruction: str | None = field(default=None)
 
 
-def make_request(words: list[str], seed: int, shape: Shape = Shape()) -> Request:
-    if len(words) < 100:
-        raise ValueError(f"only {len(words)} filler words")
-    rng = random.Random(seed)
-    query_words = rng.choices(words, k=shape.query_tokens)
-    n_relevant = min(shape.n_docs, round(shape.n_docs * RELEVANT_FRACTION))
-    relevant = tuple(sorted(rng.sample(range(shape.n_docs), n_relevant)))
-    lo = max(1, round(shape.doc_tokens * (1 - shape.length_jitter)))
-    hi = max(lo, round(shape.doc_tokens * (1 + shape.length_jitter)))
-    docs = []
-    for i in range(shape.n_docs):
-        doc = rng.choices(words, k=rng.randint(lo, hi))
-        if i in relevant:
-            for pos in rng.sample(range(len(doc)), max(1, len(doc) * 15 // 100)):
-                doc[pos] = rng.choice(query_words)
-        docs.append(" ".join(doc))
-    return Request(" ".join(query_words), tuple(docs), shape.top_n, relevant)
+WORD = re.compile(r"[A-Za-z][a-z'-]*[.,;:!?]?")
+
+
+def _is_prose(line: str) -> bool:
+    """A sentence-like line: six words or more, four in five of them plain words (not code, not a heading rule)."""
+    words = line.split()
+    return len(words) >= 6 and sum(1 for w in words if WORD.fullmatch(w)) >= 0.8 * len(words)
+
+
+@functools.lru_cache(maxsize=1)
+def english_text() -> str:
+    """Prose lines of pydoc_data.topics: indented lines (code, tables), headings and code-like lines dropped."""
+    from pydoc_data.topics import topics
+
+    lines = []
+    for key in sorted(topics):
+        for line in topics[key].splitlines():
+            text = line.strip()
+            if line.startswith((" ", "\t")) or not _is_prose(text):
+                continue
+            lines.append(text)
+    return " ".join(lines)
+
+
+def corpus_info() -> dict:
+    text = english_text()
+    return {"source": f"pydoc_data.topics of Python {sys.version.split()[0]} (prose lines)",
+            "words": len(text.split()), "sha256": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
+def _passage(rng: random.Random, ids: list[int], decode, length: int) -> str:
+    start = rng.randrange(0, len(ids) - length)
+    return decode(ids[start:start + length]).strip()
 
 
 def make_requests(model_dir: str | Path, count: int, seed: int = 0, shape: Shape = Shape()) -> list[Request]:
-    words = filler_words(model_dir)
-    return [make_request(words, seed + k, shape) for k in range(count)]
+    """`count` distinct requests of real text in the model's tokens (tokenizer.json of `model_dir`)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
+    ids = tok.encode(english_text(), add_special_tokens=False).ids
+
+    def decode(piece: list[int]) -> str:
+        return tok.decode(piece, skip_special_tokens=True)
+
+    lo = max(1, round(shape.doc_tokens * (1 - shape.length_jitter)))
+    hi = max(lo, round(shape.doc_tokens * (1 + shape.length_jitter)))
+    out = []
+    for k in range(count):
+        rng = random.Random(seed + k)
+        query = _passage(rng, ids, decode, shape.query_tokens)
+        docs = tuple(_passage(rng, ids, decode, rng.randint(lo, hi)) for _ in range(shape.n_docs))
+        out.append(Request(query, docs, shape.top_n))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", required=True, help="a folder written by benchmarks/build_models.py")
+    ap.add_argument("--model", required=True, help="a folder with tokenizer.json")
     ap.add_argument("--count", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tiny", action="store_true")

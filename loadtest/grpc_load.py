@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import platform
 import sys
 import time
@@ -26,38 +25,20 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `loadtest` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadtest import corpus, payload  # noqa: E402
+from loadtest import closed_loop, corpus, payload  # noqa: E402
+from loadtest.closed_loop import percentile  # noqa: E402,F401 - part of this module's interface
 
 
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method) of sorted values."""
-    if not sorted_values:
-        return float("nan")
-    if len(sorted_values) == 1:
-        return sorted_values[0]
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def summarize(latencies_s: list[float], wall_s: float, errors: int, n_docs: int) -> dict:
-    lat = sorted(x * 1000.0 for x in latencies_s)
-    ok = len(lat)
+def summarize(loop: closed_loop.LoopResult, n_docs: int) -> dict:
+    """The report's fields for one level: counts, throughput, latency percentiles (ms)."""
+    ok, wall_s = len(loop.done), loop.wall_s
     return {
         "requests": ok,
-        "errors": errors,
+        "errors": len(loop.errors),
         "duration_s": round(wall_s, 4),
         "throughput_rps": round(ok / wall_s, 3) if wall_s > 0 else 0.0,
         "pairs_per_s": round(ok * n_docs / wall_s, 1) if wall_s > 0 else 0.0,
-        "latency_ms": {
-            "p50": round(percentile(lat, 50), 3) if lat else None,
-            "p95": round(percentile(lat, 95), 3) if lat else None,
-            "p99": round(percentile(lat, 99), 3) if lat else None,
-            "mean": round(sum(lat) / ok, 3) if lat else None,
-            "min": round(lat[0], 3) if lat else None,
-            "max": round(lat[-1], 3) if lat else None,
-        },
+        "latency_ms": closed_loop.latency_summary(loop.latencies_s),
     }
 
 
@@ -67,50 +48,26 @@ async def _one(client, model, inputs, outputs, req, check: bool) -> None:
         payload.check_result(
             len(req.documents),
             req.top_n,
-            result.as_numpy("SCORES").ravel(),
-            result.as_numpy("RANKING").ravel(),
+            result.as_numpy(payload.contract.SCORES).ravel(),
+            result.as_numpy(payload.contract.RANKING).ravel(),
         )
 
 
-async def run_level(client, grpcmod, model, reqs, prepared, concurrency, duration_s, warmup, max_requests, check):
-    counter = 0
+async def run_level(client, model, reqs, prepared, concurrency, duration_s, warmup, max_requests, check):
+    def send(k: int):  # the distinct requests in turn
+        i = k % len(reqs)
+        inputs, outputs = prepared[i]
+        return _one(client, model, inputs, outputs, reqs[i], check)
 
-    def take():
-        nonlocal counter
-        i = counter % len(reqs)
-        counter += 1
-        return reqs[i], prepared[i]
-
-    for _ in range(warmup):  # sequential warm-up, not measured
-        req, (inputs, outputs) = take()
-        await _one(client, model, inputs, outputs, req, check)
-
-    latencies: list[float] = []
-    errors: list[str] = []
-    deadline = time.perf_counter() + duration_s
-    sent = 0
-
-    async def worker():
-        nonlocal sent
-        while time.perf_counter() < deadline and (max_requests <= 0 or sent < max_requests):
-            sent += 1
-            req, (inputs, outputs) = take()
-            t0 = time.perf_counter()
-            try:
-                await _one(client, model, inputs, outputs, req, check)
-            except Exception as exc:  # noqa: BLE001 - counted and reported
-                errors.append(repr(exc)[:300])
-                continue
-            latencies.append(time.perf_counter() - t0)
-
-    cpu0 = time.process_time()
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    wall = time.perf_counter() - t0
+    for k in range(warmup):  # sequential warm-up, not measured
+        await send(k)
+    loop = await closed_loop.closed_loop(
+        send, concurrency, first=warmup, max_requests=max_requests, until=time.perf_counter() + duration_s
+    )
     level = {"concurrency": concurrency}
-    level.update(summarize(latencies, wall, len(errors), len(reqs[0].documents)))
-    level["client_cpu_s"] = round(time.process_time() - cpu0, 3)
-    level["error_examples"] = errors[:3]
+    level.update(summarize(loop, len(reqs[0].documents)))
+    level["client_cpu_s"] = round(loop.client_cpu_s, 3)
+    level["error_examples"] = loop.errors[:3]
     return level
 
 
@@ -154,7 +111,7 @@ async def run(args) -> dict:
         report["server"] = {"name": meta.get("name"), "version": meta.get("version")}
         for c in args.concurrency:
             level = await run_level(
-                client, grpcmod, args.model, reqs, prepared, c, args.duration, args.warmup, args.max_requests, args.check
+                client, args.model, reqs, prepared, c, args.duration, args.warmup, args.max_requests, args.check
             )
             report["levels"].append(level)
             lat = level["latency_ms"]

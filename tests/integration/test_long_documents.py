@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reranker_client import RerankClient
-from tests.triton_server import RunningServer, copy_repository, start_server, stop_server, stub_pids
+from tests.triton_server import TEST_VARIANT, RunningServer, copy_repository, start_server, stop_server, stub_pids
 
 QUERY = "What is the capital of France?"
 FILLER = "The committee reviewed the quarterly budget figures and scheduled another meeting. " * 40  # ~560 tokens
@@ -21,7 +21,8 @@ OFF_TOPIC = "Bananas are a good source of potassium and are eaten all over the w
 def window_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("window")
     repo = copy_repository(root / "model_repository", {("rerank_preprocess", "long_documents"): "window"})
-    running = start_server(root / "server.log", model_repository=repo)
+    running = start_server(root / "server.log", model_repository=repo,
+                           extra_args=(f"--model-config-name={TEST_VARIANT}",))
     yield running
     stop_server(running)
 

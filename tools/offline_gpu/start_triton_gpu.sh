@@ -2,7 +2,7 @@
 # Start the Triton 2.51.0 server bundled in nvidia-pytriton 0.7.0 on the GPU machine, after
 # install_kit.sh. Runs in the foreground (exec); put it in the background yourself.
 #
-# usage: bash benchmarks/gpu/start_triton_gpu.sh MODEL_REPOSITORY [more tritonserver args]
+# usage: bash tools/offline_gpu/start_triton_gpu.sh MODEL_REPOSITORY [more tritonserver args]
 # env:   HTTP_PORT=8000 GRPC_PORT=8001 METRICS_PORT=8002
 #        KIT_STUBENV=/tmp/stubenv  the Python environment the models run in (see below)
 #

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Unpack the carry kit (made by make_kit.sh) on the GPU machine and set up the environments.
-# Runs THERE, from the repo root, in a call that carries ".gpu/kit". Idempotent; ~20 s.
+# Runs THERE, from the repo root, in a call that carries ".gpu/kit-<version>". Idempotent; ~20 s.
 #
-#   /tmp/site      vllm 0.26.0 (trimmed) + its small deps + tritonclient (gRPC)
+#   /tmp/site      vllm <version> (trimmed) + its small deps + what `vllm serve` needs + tritonclient (gRPC)
 #   /tmp/np126     numpy 1.26.4
 #   /tmp/pytriton  Triton 2.51.0 server (nvidia-pytriton 0.7.0, slimmed), 3.12 stub in backends/python
+#   /tmp/perf      perf_analyzer 2.51.0 + libcudart.so.12 + libb64 (run it as /tmp/perf/run_perf_analyzer)
 #   /tmp/stubenv   a venv-shaped folder whose bin/python3 is the system python3.12 and whose
 #                  site-packages/zz_kit.pth puts /tmp/np126, /tmp/site, then /opt/torch/.venv's
 #                  site-packages on sys.path. The Triton Python stub takes its sys.prefix from the
@@ -14,17 +15,21 @@
 #   /tmp/libpython312   a symlink to the system libpython3.12.so.1.0 that the stub links
 #   /tmp/kit_env.sh     variables for later commands (source it)
 #
-# Two-call use, if a kit ever outgrows one call: in the first call run
-#   bash benchmarks/gpu/install_kit.sh --stash     (copies the carried parts to /tmp/gpukit)
+# Two-call use, when a kit and the repository outgrow one call (make_kit.sh says so): in the first call carry some
+# parts (e.g. .gpu/kit-0.24.0/pytriton.tar.xz and perf.tar.xz) and run
+#   bash tools/offline_gpu/install_kit.sh --stash     (copies the carried parts to /tmp/gpukit)
 # and in the next (within the 30 s the machine stays warm) carry the other parts and run it plainly.
+# VLLM_VERSION (default 0.26.0) names the kit folder; a different version than the one installed is re-installed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-KIT_DIRS=${KIT_DIRS:-".gpu/kit /tmp/gpukit"}
+V=${VLLM_VERSION:-0.26.0}
+KIT_DIRS=${KIT_DIRS:-".gpu/kit-$V /tmp/gpukit"}
+PARTS=${KIT_INSTALL_PARTS:-site np126 pytriton perf}
 DEST=${KIT_DEST:-/tmp}
 VENV_SITE=${VENV_SITE:-/opt/torch/.venv/lib/python3.12/site-packages}
 
 if [ "${1:-}" = "--stash" ]; then
-  mkdir -p /tmp/gpukit && cp -v .gpu/kit/*.tar.xz* /tmp/gpukit/ && exit 0
+  mkdir -p /tmp/gpukit && cp -v .gpu/kit-"$V"/*.tar.xz* /tmp/gpukit/ && exit 0
 fi
 
 parts_of() {  # print the files holding part $1, in order (whole file, or split parts)
@@ -36,14 +41,19 @@ parts_of() {  # print the files holding part $1, in order (whole file, or split 
     for f in "$d/$1.tar.xz.part"*; do [ -f "$f" ] && echo "$(basename "$f") $f"; done
   done | sort -u -k1,1 | cut -d' ' -f2
 }
-for part in site np126 pytriton; do
-  if [ -f "$DEST/$part/.kit_complete" ]; then echo "install_kit: $DEST/$part already there"; continue; fi
+for part in $PARTS; do
+  stamp="$DEST/$part/.kit_complete"
+  # site is per vLLM version; the other parts are the same for every kit
+  if [ -f "$stamp" ] && { [ "$part" != site ] || [ "$(cat "$stamp")" = "$V" ]; }; then
+    echo "install_kit: $DEST/$part already there"; continue
+  fi
   files=$(parts_of $part)
+  if [ -z "$files" ] && [ "$part" = perf ]; then echo "install_kit: no perf.tar.xz carried: no perf_analyzer"; continue; fi
   [ -n "$files" ] || { echo "install_kit: no $part.tar.xz[.partNN] in $KIT_DIRS" >&2; exit 1; }
   rm -rf "${DEST:?}/$part"
   # shellcheck disable=SC2086
   cat $files | xz -dc -T0 | tar -x -C "$DEST"
-  touch "$DEST/$part/.kit_complete"
+  echo "$V" > "$stamp"
   echo "install_kit: $part <- $(echo $files | tr '\n' ' ')($(du -sh "$DEST/$part" | cut -f1))"
 done
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The benchmark's one device call on an H200 (the device machine: /opt/torch/.venv python 3.12, torch 2.11, no
+# network), from the repo root, carrying the kit of one vLLM version (tools/offline_gpu/make_kit.sh):
+#   1 installs the kit (tools/offline_gpu/install_kit.sh)   2 per model: builds the random-weight checkpoint into an
+#   HF cache under the committed model id, then runs benchmarks/run_gpu_benchmark.py: the Triton ensemble on the
+#   COMMITTED GPU configuration (--model-config-name, no file rewritten; gRPC and HTTP probe scores), the direct
+#   AsyncLLM (the scores it must equal), and the other systems asked for, within the call's deadline.
+# Everything lands in $OUT, at most 8 files: run.log, <model>.benchmark.json, <model>.table.txt,
+# <model>.benchmark.png, bench_logs.tar.gz (server logs, configs, perf_analyzer output of every model).
+#
+#   run(command="bash benchmarks/gpu_run.sh", carry=[".gpu/kit-0.26.0"], timeout_s=600)          # (a) full
+#   run(command="VLLM_VERSION=0.24.0 MODELS='qwen3 xlmr' SYSTEMS=build,triton,async_llm LEVELS=1,8 \
+#        bash benchmarks/gpu_run.sh", carry=[".gpu/kit-0.24.0"], timeout_s=600)                 # (b) correctness
+#   bash benchmarks/gpu_run.sh stash      # a first call carrying only some kit parts: keep them for the next call
+#
+# env: VLLM_VERSION (0.26.0)  MODELS ("qwen3"; also xlmr)  SYSTEMS (build,matmul,triton,async_llm,vllm_same,
+#      vllm_default,hf)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8,32"; "" = none)  SWEEP (";"-separated
+#      KEY=JSON engine overrides, one sweep point each)  BENCH_DEADLINE (seconds for all of it, 570)  BENCH_ARGS
+set -uo pipefail
+T0=$(date +%s)
+el() { echo $(( $(date +%s) - T0 )); }
+say() { echo "== [$(date +%H:%M:%S) +$(el)s] $*"; }
+OUT=${OUT:-/tmp/bench_out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export VLLM_VERSION=${VLLM_VERSION:-0.26.0}
+MODELS=${MODELS:-qwen3}
+SYSTEMS=${SYSTEMS:-build,matmul,triton,async_llm,vllm_same,vllm_default,hf}
+LEVELS=${LEVELS:-1,8,32,64}
+PERF=${PERF-8,32}
+DEADLINE=${BENCH_DEADLINE:-570}
+VPY=${VPY:-/opt/torch/.venv/bin/python3}
+[ -x "$VPY" ] || VPY=$(command -v python3)
+
+if [ "${1:-}" = stash ]; then bash tools/offline_gpu/install_kit.sh --stash; exit; fi
+
+main() {
+say "gpu_run.sh vLLM $VLLM_VERSION models=[$MODELS] systems=$SYSTEMS levels=$LEVELS perf=[$PERF] deadline ${DEADLINE}s"
+nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
+say "install_kit"
+bash tools/offline_gpu/install_kit.sh || { say "install_kit FAILED"; return 1; }
+# shellcheck disable=SC1091
+source /tmp/kit_env.sh
+export PYTHONPATH=$KIT_CLIENT_PATH:$ROOT
+# The Triton stub ignores PYTHONPATH: the model.py files import `python_backends` from this checkout through a .pth
+# file of the stub's environment (tools/offline_gpu/NOTES.md).
+echo "$ROOT" > "$KIT_STUBENV/lib/python3.12/site-packages/zz_repo.pth"
+# one compile cache for every engine of the call: the second compiled start of a model is a warm one
+export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-/tmp/vllm_cache}
+(cd / && env -u PYTHONPATH "$KIT_STUBENV/bin/python3" -c 'import python_backends, sys; print("stub python", sys.version.split()[0], python_backends.__file__)') \
+  || say "python_backends not importable by the stub's python"
+PYTHONPATH=/tmp/site $VPY -c 'import vllm; print("vllm", vllm.__version__, vllm.__file__)'
+rc=0
+n=$(echo $MODELS | wc -w)
+sweep=()
+IFS=';' read -ra points <<< "${SWEEP:-}"
+for p in "${points[@]}"; do [ -n "$p" ] && sweep+=(--sweep "$p"); done
+for model in $MODELS; do
+  left=$(( (DEADLINE - $(el) - 10) / n )); n=$((n - 1))
+  say "benchmark $model (deadline ${left}s)"
+  # shellcheck disable=SC2086
+  $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$model" \
+    --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --deadline "$left" --vllm-python "$VPY" \
+    "${sweep[@]}" ${BENCH_ARGS:-} || rc=$?
+  for f in benchmark.json table.txt benchmark.png; do
+    [ -f "/tmp/bench_out/$model/$f" ] && cp "/tmp/bench_out/$model/$f" "$OUT/$model.$f"
+  done
+done
+tar -czf "$OUT/bench_logs.tar.gz" -C /tmp/bench_out $(cd /tmp/bench_out && ls -d */bench_logs.tar.gz 2>/dev/null) 2>/dev/null
+say "done rc=$rc"
+return $rc
+}
+
+main 2>&1 | tee -a "$OUT/run.log"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,142 @@
+"""The benchmark's settings, shared by the parent and its children (as JSON), and the command line that makes them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks import corpus, engine_config, hf_cache
+from benchmarks.build_models import VARIANTS
+
+ROOT = Path(__file__).resolve().parent.parent
+# seconds per step; a step's child is stopped at its budget and the next one starts
+BUDGETS = {"build": 150, "matmul": 45, "triton": 300, "async_llm": 200, "vllm_same": 200, "vllm_default": 200,
+           "hf": 120}
+TINY_BUDGETS = {"build": 200, "matmul": 60, "triton": 400, "async_llm": 300, "vllm_same": 300, "vllm_default": 300,
+                "hf": 150}
+
+
+@dataclass
+class Settings:
+    out: Path
+    work: Path
+    tiny: bool
+    model: str  # "qwen3" or "xlmr": which committed variant (build_models.VARIANTS) and checkpoint
+    device: str  # "cuda" or "cpu"
+    concurrency: list[int]
+    min_requests: int
+    warmup: int
+    probe: int
+    request_timeout_s: float
+    budgets: dict[str, float]
+    triton_start: str
+    vllm_python: str
+    point: str = "base"  # sweep point name; "base" = the committed engine_args unchanged
+    override: dict = field(default_factory=dict)  # the point's one named engine argument
+    full_load: bool = False  # --tiny models with the real load shape (64 docs x ~500 tokens)
+    perf_levels: list[int] = field(default_factory=list)  # perf_analyzer concurrency levels (Triton system)
+    perf_requests: int = 16  # distinct requests in perf_analyzer's input data
+
+    @property
+    def variant(self) -> str:
+        return VARIANTS[self.model]
+
+    @property
+    def hf_home(self) -> Path:
+        return self.work / ("hf-tiny" if self.tiny else "hf")
+
+    @property
+    def logs(self) -> Path:
+        return self.work / ("logs-tiny" if self.tiny else "logs")
+
+    @property
+    def hub_id(self) -> str:
+        return engine_config.engine_args(self.variant)["model"]
+
+    @property
+    def model_dir(self) -> Path:
+        return hf_cache.snapshot_dir(self.hf_home, self.hub_id)
+
+    def engine_args(self) -> dict:
+        """The committed engine_args of the variant + the point's override (+ the CPU changes on a CPU)."""
+        cpu = engine_config.CPU_ENGINE if self.device == "cpu" else {}
+        return engine_config.engine_args(self.variant, {**cpu, **self.override})
+
+    @property
+    def shape(self) -> corpus.Shape:
+        return corpus.TINY_SHAPE if self.tiny and not self.full_load else corpus.Shape()
+
+    def plan(self) -> list[tuple[int, int]]:
+        return [(c, max(2 * c, self.min_requests)) for c in self.concurrency]
+
+    def total_requests(self) -> int:
+        return self.probe + self.warmup + sum(n for _, n in self.plan())
+
+    def to_json(self) -> dict:
+        d = dict(self.__dict__)
+        d["out"], d["work"] = str(self.out), str(self.work)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Settings:
+        d = dict(d)
+        d["out"], d["work"] = Path(d["out"]), Path(d["work"])
+        return cls(**d)
+
+
+def parse_args(argv=None, systems: tuple[str, ...] = ()):
+    ap = argparse.ArgumentParser(description="reranker serving benchmark on one GPU (benchmarks/README.md)")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench_out")))
+    ap.add_argument("--work", type=Path, default=Path("/tmp/bench"), help="models, HF cache, merged results")
+    ap.add_argument("--systems", default=",".join(systems), help=f"comma-separated, of {', '.join(systems)}, rest")
+    ap.add_argument("--tiny", action="store_true", help="2-layer models, 4 docs x 50 tokens, concurrency 1,2 (CPU)")
+    ap.add_argument("--full-load", action="store_true", help="with --tiny: the real 64 x ~500-token requests")
+    ap.add_argument("--model", choices=tuple(VARIANTS), default="qwen3")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--concurrency", default=None, help="default 1,8,32,64 (tiny: 1,2)")
+    ap.add_argument("--min-requests", type=int, default=None, help="requests per level: max(2c, this); default 16")
+    ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--probe", type=int, default=2, help="requests whose raw scores are compared across systems")
+    ap.add_argument("--request-timeout", type=float, default=120)
+    ap.add_argument("--budget", action="append", default=[], metavar="SYSTEM=SECONDS")
+    ap.add_argument("--triton-start", default=None,
+                    help="command starting tritonserver in the foreground; {repo} and {config} are replaced, env "
+                         "HTTP_PORT, GRPC_PORT, METRICS_PORT are set; default tools/offline_gpu/start_triton_gpu.sh "
+                         "on a GPU, scripts/start_server.sh on a CPU")
+    ap.add_argument("--vllm-python", default=sys.executable)
+    ap.add_argument("--sweep", action="append", default=[], metavar="KEY=JSON",
+                    help="one sweep point per use: the committed engine_args plus this one override "
+                         "(e.g. max_num_batched_tokens=32768, quantization=\"fp8\"); 'base' runs first")
+    ap.add_argument("--perf-analyzer", default="", metavar="LEVELS",
+                    help="perf_analyzer concurrency levels against the Triton server, e.g. 8,32 (empty: none)")
+    ap.add_argument("--deadline", type=float, default=None, help="seconds for the whole invocation")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--settings", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--pgids", type=Path, help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def settings_from(args, device: str) -> Settings:
+    budgets = dict(TINY_BUDGETS if args.tiny else BUDGETS)
+    for item in args.budget:
+        k, _, v = item.partition("=")
+        budgets[k] = float(v)
+    triton_start = args.triton_start
+    if triton_start is None:
+        gpu_script = ROOT / "tools" / "offline_gpu" / "start_triton_gpu.sh"
+        script = gpu_script if device == "cuda" else ROOT / "scripts" / "start_server.sh"
+        triton_start = f"bash {script} {{repo}} --model-config-name={{config}}" if device == "cuda" else \
+            f"bash {script} --model-config-name={{config}}"
+    conc = args.concurrency or ("1,2" if args.tiny else "1,8,32,64")
+    return Settings(
+        out=args.out.resolve(), work=args.work.resolve(), tiny=args.tiny, model=args.model, device=device,
+        concurrency=[int(c) for c in conc.split(",") if c.strip()],
+        min_requests=args.min_requests if args.min_requests is not None else (4 if args.tiny else 16),
+        warmup=args.warmup, probe=args.probe, request_timeout_s=args.request_timeout, budgets=budgets,
+        triton_start=triton_start, vllm_python=args.vllm_python, full_load=args.full_load,
+        perf_levels=[int(c) for c in args.perf_analyzer.split(",") if c.strip()],
+    )

@@ -1,0 +1,64 @@
+"""The ceiling: vLLM's AsyncLLM in this process, built from the committed engine_args (same compile and batching
+settings as the Triton engine), fed the preprocess step's token ids; no server, no tokenization on the clock.
+Each request's sequences are submitted together and answered when all are pooled (raw scores, no activation)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from benchmarks.procs import log
+from benchmarks.settings import Settings
+from benchmarks.systems.common import drive
+from benchmarks.workload import Workload
+
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
+def pooling_params(types: list[int] | None):
+    """Raw logits; a BERT-style pair's token types travel as the index of the first type-1 token (what vLLM's own
+    score path sends), since classify/encode ignore TokensPrompt's token_type_ids."""
+    from vllm import PoolingParams
+
+    first_b = types.index(1) if types and 1 in types else None
+    extra = {"compressed_token_type_ids": first_b} if first_b is not None else None
+    return PoolingParams(task="classify", use_activation=False, extra_kwargs=extra)
+
+
+def run(s: Settings, result: dict, pgid_file=None) -> None:
+    import os
+
+    if s.device == "cpu":
+        os.environ.update(CPU_ENV)
+    from vllm import AsyncEngineArgs
+    from vllm.inputs import TokensPrompt
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    work = Workload(s)
+    deadline = time.monotonic() + s.budgets["async_llm"] - 15
+    args = s.engine_args()
+    result["engine_args"] = args
+    t0 = time.perf_counter()
+    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+    result["startup_s"] = round(time.perf_counter() - t0, 1)
+    log(f"  AsyncLLM ready in {result['startup_s']} s")
+    counter = iter(range(10**9))
+
+    async def score(k: int) -> list[float]:
+        types = work.types[k]
+
+        async def one(i: int) -> float:
+            final = None
+            prompt = TokensPrompt(prompt_token_ids=work.token_ids[k][i])
+            async for out in engine.encode(prompt, pooling_params(types[i] if types else None),
+                                           f"r{k}-{i}-{next(counter)}"):
+                final = out
+            return float(final.outputs.data.reshape(-1)[0])
+
+        return list(await asyncio.gather(*(one(i) for i in range(len(work.token_ids[k])))))
+
+    try:
+        asyncio.run(drive(s, work, score, score, result, deadline))
+        result["workload"] = work.describe()
+    finally:
+        engine.shutdown()

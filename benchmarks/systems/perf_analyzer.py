@@ -1,0 +1,77 @@
+"""perf_analyzer (Triton's own tool, the 2.51 binary) against the benchmark's Triton server, beside this project's load
+generator on the SAME requests: the request set written as perf_analyzer's input data (loadtest/payload.py), both
+cycling over it at each concurrency, perf_analyzer first. Requests repeat, so vLLM's prefix cache is warm for both:
+this is a check that the two tools measure the same server alike (within 5%), not the benchmark's headline numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from benchmarks.procs import ROOT, log
+from loadtest import payload
+from loadtest.closed_loop import closed_loop, latency_summary
+
+RUNNER = ROOT / "loadtest" / "perf_analyzer" / "run_perf_analyzer.sh"
+KIT_BINARY = Path("/tmp/perf/run_perf_analyzer")  # tools/offline_gpu/make_kit.sh's perf part, installed
+MEASUREMENT_MS = 5000
+AGREEMENT = 0.05
+
+
+def binary() -> str | None:
+    if os.environ.get("PERF_ANALYZER"):
+        return os.environ["PERF_ANALYZER"]
+    if KIT_BINARY.is_file():
+        return str(KIT_BINARY)
+    return shutil.which("perf_analyzer")
+
+
+def run_tool(requests: list, grpc_url: str, levels: list[int], out: Path, timeout_s: float) -> dict[int, dict]:
+    """perf_analyzer at each level; its CSV's throughput and latencies (µs -> ms) per concurrency."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = out / "perf_input.json"
+    data.write_text(json.dumps(payload.perf_analyzer_input_data(requests)))
+    env = dict(os.environ, PERF_ANALYZER=binary() or "perf_analyzer", TRITON_URL=grpc_url, PROTOCOL="grpc",
+               INPUT_DATA=str(data), CONCURRENCY=" ".join(map(str, levels)),
+               MEASUREMENT_INTERVAL_MS=str(MEASUREMENT_MS), MAX_TRIALS="4", STABILITY_PCT="20")
+    with (out / "perf_analyzer.log").open("w") as log_file:
+        subprocess.run(["bash", str(RUNNER), str(out)], env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                       timeout=timeout_s, check=False)
+    rows = {}
+    summary = out / "perf_summary.csv"
+    if summary.is_file():
+        for row in csv.DictReader(summary.open()):
+            rows[int(row["Concurrency"])] = {
+                "infer_per_s": float(row["Inferences/Second"]),
+                "p50_ms": float(row["p50 latency"]) / 1000, "p99_ms": float(row["p99 latency"]) / 1000,
+                "mean_ms": float(row["Avg latency"]) / 1000,
+            }
+    return rows
+
+
+async def compare(send_request, requests: list, grpc_url: str, levels: list[int], out: Path,
+                  deadline: float) -> dict:
+    """perf_analyzer's numbers and the load generator's on the same requests, per level, with their ratio."""
+    tool = run_tool(requests, grpc_url, levels, out, max(30.0, deadline - time.monotonic() - 20 * len(levels)))
+    rows = []
+    for c in levels:
+        if time.monotonic() > deadline - 10:
+            break
+        loop = await closed_loop(lambda k: send_request(k % len(requests)), c,
+                                 until=time.perf_counter() + 2 * MEASUREMENT_MS / 1000)
+        ours = len(loop.done) / loop.wall_s if loop.wall_s else 0.0
+        row = {"concurrency": c, "load_generator": {"infer_per_s": round(ours, 3), "errors": len(loop.errors),
+                                                    **{f"{k}_ms": v for k, v in latency_summary(loop.latencies_s).items()}}}
+        if c in tool:
+            row["perf_analyzer"] = tool[c]
+            row["ratio"] = round(ours / tool[c]["infer_per_s"], 4) if tool[c]["infer_per_s"] else None
+            row["agree_within_5pct"] = row["ratio"] is not None and abs(row["ratio"] - 1) <= AGREEMENT
+        rows.append(row)
+        log(f"  perf_analyzer c={c}: {tool.get(c, {}).get('infer_per_s')} infer/s; load generator {ours:.2f}")
+    return {"binary": binary(), "distinct_requests": len(requests), "measurement_ms": MEASUREMENT_MS, "levels": rows}

@@ -1,0 +1,60 @@
+"""Triton's per-model statistics (/v2/models/<m>/stats) before and after a level: each step's queue and compute time
+per request, its batches and busy share, and the shares of the mean end-to-end latency the client saw."""
+
+from __future__ import annotations
+
+from benchmarks.procs import http_json
+
+TRITON_MODELS = ("reranker", "rerank_preprocess", "rerank_engine", "rerank_calibrate")
+
+
+def snapshot(http: str) -> dict:
+    out = {}
+    for m in TRITON_MODELS:
+        st = http_json(f"http://{http}/v2/models/{m}/stats", timeout=10)["model_stats"][0]
+        inf = st["inference_stats"]
+        out[m] = {
+            "count": int(inf["success"]["count"]),
+            "success_ns": int(inf["success"]["ns"]),
+            "queue_ns": int(inf["queue"]["ns"]),
+            "compute_ns": sum(int(inf[p]["ns"]) for p in ("compute_input", "compute_infer", "compute_output")),
+            "compute_infer_ns": int(inf["compute_infer"]["ns"]),
+            "executions": int(st.get("execution_count", 0)),
+            "batch_busy_ns": sum(int(b["compute_input"]["ns"]) + int(b["compute_infer"]["ns"])
+                                 + int(b["compute_output"]["ns"]) for b in st.get("batch_stats", [])),
+        }
+    return out
+
+
+def delta(before: dict, after: dict, level: dict) -> dict:
+    """Per request (means, ms) and as shares of the mean end-to-end latency the client saw."""
+    d = {m: {k: after[m][k] - before[m][k] for k in after[m]} for m in after}
+    e2e_ms = level["latency_ms"]["mean"] or float("nan")
+    per = {}
+    for m in TRITON_MODELS[1:]:
+        n = max(1, d[m]["count"])  # its own requests: stats of the last batch may land after the client's answer
+        per[m] = {
+            "requests": d[m]["count"],
+            "executions": d[m]["executions"],
+            "mean_batch": round(d[m]["count"] / d[m]["executions"], 2) if d[m]["executions"] else None,
+            "queue_ms": round(d[m]["queue_ns"] / n / 1e6, 3),
+            "compute_ms": round(d[m]["compute_ns"] / n / 1e6, 3),
+            "busy_s": round(d[m]["batch_busy_ns"] / 1e9, 3),
+            "busy_share_of_wall": round(d[m]["batch_busy_ns"] / 1e9 / level["wall_s"], 4) if level["wall_s"] else None,
+        }
+    pre_cal = per["rerank_preprocess"]["compute_ms"] + per["rerank_calibrate"]["compute_ms"]
+    engine = per["rerank_engine"]["compute_ms"]
+    queues = sum(per[m]["queue_ms"] for m in per)
+    ens_ms = d["reranker"]["success_ns"] / max(1, d["reranker"]["count"]) / 1e6
+    return {"triton_stats": {
+        "ensemble_requests": d["reranker"]["count"],
+        "per_model": per,
+        "ensemble_server_ms": round(ens_ms, 3),
+        "pre_calibrate_compute_ms": round(pre_cal, 3),
+        "engine_compute_ms": round(engine, 3),
+        "queue_ms": round(queues, 3),
+        "share_pre_calibrate": round(pre_cal / e2e_ms, 4),
+        "share_engine": round(engine / e2e_ms, 4),
+        "share_queue": round(queues / e2e_ms, 4),
+        "share_other": round(1 - (pre_cal + engine + queues) / e2e_ms, 4),  # network, ensemble hops, client
+    }}

