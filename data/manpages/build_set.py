@@ -18,7 +18,6 @@ import argparse
 import gzip
 import hashlib
 import json
-import math
 import re
 import subprocess
 import sys
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
+
+from python_backends.calibration.bm25 import BM25
 
 PACKAGES = {  # Debian 12 (bookworm) packages and the sha256 of the .deb files this set was built from
     "manpages_6.03-2_all.deb": "efa1ba4cd19ad7baeae959c9209a7eb74be2ebb858bcabb412597bfc9f588c91",
@@ -39,8 +40,6 @@ MIN_LEAD_WORDS = 25
 MIN_QUERY_WORDS = 3
 NEGATIVES = 7  # 8 candidates per query: the relevant page and 7 BM25 hard negatives
 QUERIES = 500
-TOKEN = re.compile(r"[a-z0-9_]+")
-STOPWORDS = frozenset("a an and are as at be by for from in into is it of on or that the this to with".split())
 
 
 @dataclass(frozen=True)
@@ -155,27 +154,6 @@ def parse_page(path: Path) -> Page | None:
     stem = path.name[: -len(".gz")]
     page = f"{stem.rsplit('.', 1)[0]}({stem.rsplit('.', 1)[1]})"
     return Page(page, names or (page,), query.strip(), " ".join(words[:LEAD_WORDS]), licence)
-
-
-def _tokens(text: str) -> list[str]:
-    return [t for t in TOKEN.findall(text.lower()) if t not in STOPWORDS]
-
-
-class BM25:
-    """Okapi BM25 (k1 = 1.2, b = 0.75) over the DESCRIPTION leads."""
-
-    def __init__(self, documents: list[str], k1: float = 1.2, b: float = 0.75) -> None:
-        self.docs = [Counter(_tokens(d)) for d in documents]
-        self.lengths = [sum(d.values()) for d in self.docs]
-        self.avg = sum(self.lengths) / len(self.lengths)
-        df = Counter(t for d in self.docs for t in d)
-        n = len(self.docs)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
-        self.k1, self.b = k1, b
-
-    def score(self, query: str, i: int) -> float:
-        doc, norm = self.docs[i], self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avg)
-        return sum(self.idf[t] * doc[t] * (self.k1 + 1) / (doc[t] + norm) for t in _tokens(query) if t in doc)
 
 
 def read_pages(root: Path) -> list[Page]:

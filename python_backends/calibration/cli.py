@@ -85,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fit.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    ev = sub.add_parser("evaluate", help="ranking vs BM25 and every profile on every data set (cross-domain)")
+    ev.add_argument("--set", dest="sets", nargs=3, action="append", required=True, metavar=("NAME", "DATA", "RAW"),
+                    help="a data set: name, pairs JSONL, raw scores JSONL (scored.jsonl of a fit); repeat")
+    ev.add_argument("--profile", dest="profiles", nargs=2, action="append", required=True, metavar=("NAME", "PATH"),
+                    help="a profile: the name of the set it was fitted on, and its file; repeat")
+    ev.add_argument("--out", type=Path, help="write the Markdown here (default: stdout)")
+
     check = sub.add_parser("check", help="validate profile files")
     check.add_argument("profiles", nargs="+", type=Path)
     return parser
@@ -141,6 +148,22 @@ def _fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate(args: argparse.Namespace) -> int:
+    from .evaluation import bm25_scores, render
+
+    sets = {}
+    for name, data, raw in args.sets:
+        pairs = read_pairs(data)
+        sets[name] = (pairs, PrecomputedScorer(raw).score(pairs).raw_scores, bm25_scores(pairs))
+    text = render(sets, {name: load_profile(path) for name, path in args.profiles})
+    if args.out is None:
+        print(text, end="")
+    else:
+        args.out.write_text(text, encoding="utf-8")
+        print(f"report: {args.out}")
+    return 0
+
+
 def _check(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.profiles:
@@ -158,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``reranker-calibrate``; returns the exit status (1: bad data, profile or server)."""
     args = build_parser().parse_args(argv)
     try:
-        return _fit(args) if args.command == "fit" else _check(args)
+        return {"fit": _fit, "evaluate": _evaluate, "check": _check}[args.command](args)
     except (ValueError, ScoringError) as e:  # bad data, profile or fit, or an unreachable server
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -1,0 +1,62 @@
+"""Drift detection on the running server: the shipped profile was fitted on the man-page set; scoring man pages
+keeps reranker_score_drift_psi under the 0.25 alert threshold, scoring the hand-written set pushes it over, and
+reranker_raw_score counts every raw score the calibrate step saw."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from pathlib import Path
+
+from python_backends.calibration import load_profile
+from python_backends.calibration.scoring import TritonScorer, read_pairs
+from python_backends.drift import PSI_ALERT
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = load_profile(ROOT / "model_repository" / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json")
+WINDOW = 500  # rerank_calibrate's drift_window: each phase sends at least this many scores, replacing the window
+
+
+def metric(server, pattern: str) -> float:
+    with urllib.request.urlopen(f"http://{server.metrics_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    match = re.search(pattern + r" ([0-9.eE+-]+)$", text, re.MULTILINE)
+    assert match, f"no {pattern} in the metrics"
+    return float(match.group(1))
+
+
+def psi(server) -> float:
+    return metric(server, r'reranker_score_drift_psi\{[^}]*profile="' + re.escape(PROFILE.tag) + '"[^}]*\}')
+
+
+def raw_score_count(server) -> float:
+    return metric(server, r"reranker_raw_score_count\{[^}]*\}")
+
+
+def feed(server, pairs) -> None:
+    TritonScorer(server.grpc_url, concurrency=4, progress=False).score(pairs)
+
+
+def test_psi_stays_under_the_threshold_in_the_fitting_domain_and_crosses_it_in_another(server):
+    manpages = read_pairs(ROOT / "data" / "manpages" / "pairs.jsonl")
+    queries = list(dict.fromkeys(p.query for p in manpages))[:64]  # 8 candidates each: 504 pairs, in file order
+    fitting_domain = [p for p in manpages if p.query in set(queries)]
+    handwritten = read_pairs(ROOT / "data" / "calibration" / "pairs.jsonl")  # 240 pairs: three rounds fill the window
+    assert len(fitting_domain) >= WINDOW and 3 * len(handwritten) >= WINDOW
+
+    started = time.monotonic()
+    before = raw_score_count(server)  # the histogram exists from load on, at 0
+    feed(server, fitting_domain)
+    in_domain = psi(server)
+    for _ in range(3):
+        feed(server, handwritten)
+    other_domain = psi(server)
+    print(f"drift: PSI {in_domain:.3f} on man pages, {other_domain:.3f} on the hand-written set "
+          f"({len(fitting_domain) + 3 * len(handwritten)} pairs in {time.monotonic() - started:.0f} s)")
+    assert in_domain < PSI_ALERT < other_domain
+    deadline = time.monotonic() + 30  # the histogram is observed by a background thread of the step
+    while raw_score_count(server) - before < len(fitting_domain) + 3 * len(handwritten) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert raw_score_count(server) - before == len(fitting_domain) + 3 * len(handwritten)
+
