@@ -13,10 +13,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reranker_client import AsyncRerankClient
 
-from .errors import ApiError, handle_api_error, handle_schema_error
+from .errors import ApiError, handle_api_error, handle_http_error, handle_schema_error
 from .routes import cohere, health, vllm
 from .service import Reranker
 from .settings import Settings
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
         app.include_router(router)
     app.add_exception_handler(ApiError, handle_api_error)
     app.add_exception_handler(RequestValidationError, handle_schema_error)
+    app.add_exception_handler(StarletteHTTPException, handle_http_error)
 
     def openapi() -> dict:
         """FastAPI's spec, with the served model names as the enum of the request's `model` and the schema-error

@@ -11,6 +11,7 @@ carry all of them: `message` (Cohere), `error.message` / `error.param` (vLLM, Op
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from tritonclient.utils import InferenceServerException
 
 from reranker_client import CalibrationChangedError, is_retryable
@@ -64,13 +66,17 @@ def _headers(kind: str) -> dict[str, str] | None:
     return {"Retry-After": str(RETRY_AFTER_S)} if kind in ("overloaded", "unavailable") else None
 
 
+def _compatible_body(message: str, error_type: str, param: str | None, status: int) -> dict[str, Any]:
+    return {
+        "message": message,
+        "detail": message,
+        "error": {"message": message, "type": error_type, "param": param, "code": status},
+    }
+
+
 def compatible_response(error: ApiError) -> JSONResponse:
     answer = COMPATIBLE[error.kind]
-    body = {
-        "message": error.message,
-        "detail": error.message,
-        "error": {"message": error.message, "type": answer.type, "param": error.param, "code": answer.status},
-    }
+    body = _compatible_body(error.message, answer.type, error.param, answer.status)
     return JSONResponse(body, status_code=answer.status, headers=_headers(error.kind))
 
 
@@ -120,13 +126,20 @@ def _field(location: Sequence[Any]) -> str:
 def schema_error(error: RequestValidationError) -> ApiError:
     """The first problem of a body that does not fit the request schema, naming the field."""
     first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid body"}
-    field = _field(first.get("loc", ()))
+    field = "body" if first.get("type") == "json_invalid" else _field(first.get("loc", ()))
     return ApiError("invalid", f"{field}: {first.get('msg', 'invalid')}", param=field)
 
 
 async def handle_api_error(request: Request, error: ApiError) -> JSONResponse:
     """Cohere / vLLM / Jina answers; TEI's handler answers its own errors (gateway.routes.tei)."""
     return compatible_response(error)
+
+
+async def handle_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    """FastAPI's own refusals (a body that is not JSON, an unknown path or method) in the same error body."""
+    message = str(error.detail)
+    body = _compatible_body(message, HTTPStatus(error.status_code).phrase, None, error.status_code)
+    return JSONResponse(body, status_code=error.status_code, headers=error.headers)
 
 
 async def handle_schema_error(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Depends
 from pydantic import Discriminator, Tag
 
 from ..errors import is_tei_body
-from ..schemas import RerankRequest, RerankResponse, TeiErrorBody, TeiRank, TeiRerankRequest
+from ..schemas import ErrorBody, RerankRequest, RerankResponse, TeiErrorBody, TeiRank, TeiRerankRequest
 from ..service import Reranker
 from . import reranker, tei
 from .cohere import ERROR_RESPONSES, V1
@@ -34,6 +34,8 @@ router = APIRouter(tags=["vllm", "jina", "tei"])
     response_model_exclude_none=True,
     responses={
         **ERROR_RESPONSES,
+        400: {"model": ErrorBody | TeiErrorBody, "description": "Bad input (TEI body: no texts, TEI's Empty)."},
+        503: {"model": ErrorBody | TeiErrorBody, "description": "Triton unavailable (TEI body: TEI's Unhealthy)."},
         422: {"model": TeiErrorBody, "description": "TEI body: bad input (TEI's Validation error)."},
         424: {"model": TeiErrorBody, "description": "TEI body: Triton failed the request."},
         429: {"model": TeiErrorBody, "description": "TEI body: Triton's queue is full."},

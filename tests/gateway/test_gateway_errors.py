@@ -192,3 +192,15 @@ def test_settings_from_the_environment():
     assert Settings.from_env({}) == Settings()
     with pytest.raises(ValueError, match="GATEWAY_PORT='x'"):
         Settings.from_env({"GATEWAY_PORT": "x"})
+
+
+def test_a_body_that_is_not_json_gets_the_same_error_body():
+    with TestClient(create_app(Settings(), client=StubClient())) as client:
+        broken = client.post("/v2/rerank", content=b"{not json", headers={"Content-Type": "application/json"})
+        undecodable = client.post(  # schemathesis found this one: FastAPI's own "error parsing the body"
+            "/v2/rerank", content=b"2\x1f\tjng\xffk", headers={"Content-Type": "application/json"}
+        )
+    assert broken.status_code == 400
+    assert broken.json()["message"] == broken.json()["error"]["message"] == "body: JSON decode error"
+    assert undecodable.status_code == 400
+    assert undecodable.json()["message"] == undecodable.json()["detail"] == "There was an error parsing the body"
