@@ -8,10 +8,12 @@
 # Everything lands in $OUT, at most 8 files: run.log, <model>.benchmark.json, <model>.table.txt,
 # <model>.benchmark.png, bench_logs.tar.gz (server logs, configs, perf_analyzer output of every model).
 #
+# Three calls, each within 30 s of the last (the machine keeps /tmp while warm; kit + shared parts + repository
+# exceed one call's 64 MiB, tools/offline_gpu/README.md):
+#   run(command="bash benchmarks/gpu_run.sh stash", carry=[".gpu/kit-common"])                  # shared parts
 #   run(command="bash benchmarks/gpu_run.sh", carry=[".gpu/kit-0.26.0"], timeout_s=600)          # (a) full
-#   run(command="VLLM_VERSION=0.24.0 MODELS='qwen3 xlmr' SYSTEMS=build,triton,async_llm LEVELS=1,8 \
+#   run(command="VLLM_VERSION=0.24.0 MODELS='qwen3 xlmr' SYSTEMS=build,triton,async_llm LEVELS=1,8 PERF= \
 #        bash benchmarks/gpu_run.sh", carry=[".gpu/kit-0.24.0"], timeout_s=600)                 # (b) correctness
-#   bash benchmarks/gpu_run.sh stash      # a first call carrying only some kit parts: keep them for the next call
 #
 # env: VLLM_VERSION (0.26.0)  MODELS ("qwen3"; also xlmr)  SYSTEMS (build,matmul,triton,async_llm,vllm_same,
 #      vllm_default,hf)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8,32"; "" = none)  SWEEP (";"-separated

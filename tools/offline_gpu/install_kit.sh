@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Unpack the carry kit (made by make_kit.sh) on the GPU machine and set up the environments.
-# Runs THERE, from the repo root, in a call that carries ".gpu/kit-<version>". Idempotent; ~20 s.
+# Runs THERE, from the repo root, in a call that carries ".gpu/kit-<version>" and ".gpu/kit-common" (or after a
+# call that stashed one of them). Idempotent; ~20 s.
 #
 #   /tmp/site      vllm <version> (trimmed) + its small deps + what `vllm serve` needs + tritonclient (gRPC)
 #   /tmp/np126     numpy 1.26.4
@@ -15,21 +16,21 @@
 #   /tmp/libpython312   a symlink to the system libpython3.12.so.1.0 that the stub links
 #   /tmp/kit_env.sh     variables for later commands (source it)
 #
-# Two-call use, when a kit and the repository outgrow one call (make_kit.sh says so): in the first call carry some
-# parts (e.g. .gpu/kit-0.24.0/pytriton.tar.xz and perf.tar.xz) and run
+# Two-call use, when the kit and the repository outgrow one call (make_kit.sh says so): in the first call carry
+# .gpu/kit-common and run
 #   bash tools/offline_gpu/install_kit.sh --stash     (copies the carried parts to /tmp/gpukit)
 # and in the next (within the 30 s the machine stays warm) carry the other parts and run it plainly.
 # VLLM_VERSION (default 0.26.0) names the kit folder; a different version than the one installed is re-installed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 V=${VLLM_VERSION:-0.26.0}
-KIT_DIRS=${KIT_DIRS:-".gpu/kit-$V /tmp/gpukit"}
+KIT_DIRS=${KIT_DIRS:-".gpu/kit-$V .gpu/kit-common /tmp/gpukit"}
 PARTS=${KIT_INSTALL_PARTS:-site np126 pytriton perf}
 DEST=${KIT_DEST:-/tmp}
 VENV_SITE=${VENV_SITE:-/opt/torch/.venv/lib/python3.12/site-packages}
 
 if [ "${1:-}" = "--stash" ]; then
-  mkdir -p /tmp/gpukit && cp -v .gpu/kit-"$V"/*.tar.xz* /tmp/gpukit/ && exit 0
+  mkdir -p /tmp/gpukit && cp -v .gpu/kit-*/*.tar.xz* /tmp/gpukit/ && exit 0
 fi
 
 parts_of() {  # print the files holding part $1, in order (whole file, or split parts)

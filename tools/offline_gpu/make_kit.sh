@@ -2,9 +2,9 @@
 # Build the carry kit for an air-gapped GPU host (here: the H200 device machine, Python 3.12,
 # torch 2.11.0+cu130, no network) for one vLLM release.
 #
-# Runs HERE (a machine with PyPI access). Reproducible: every download is pinned. Output:
-# .gpu/kit-<version>/ (ignored by git), a few .tar.xz parts that one device call carries
-# (carry: [".gpu/kit-<version>"]) and tools/offline_gpu/install_kit.sh unpacks there:
+# Runs HERE (a machine with PyPI access). Reproducible: every download is pinned. Output (ignored by git):
+# .gpu/kit-<version>/site.tar.xz and .gpu/kit-common/{np126,pytriton,perf}.tar.xz, carried to the device
+# (carry: [".gpu/kit-<version>", ".gpu/kit-common"], or in two calls) and unpacked there by install_kit.sh:
 #
 #   site.tar.xz    -> /tmp/site     vllm <version> (trimmed, device code pruned to sm_90) + the small
 #                                   wheels it needs that the image lacks + what `vllm serve` imports
@@ -23,15 +23,16 @@
 #   FA3_DTYPES=bfloat16_t    FlashAttention-3 dtypes kept (add half_t for float16 models: +~10 MiB)
 #   KIT_SPLIT=60M            split parts larger than this (for carrying across two calls)
 #   KIT_PARTS="site perf"    rebuild only these parts (default: site np126 pytriton perf)
-# np126, pytriton and perf do not depend on the vLLM version: a kit copies them from another
-# kit-* folder when one has them (same sha256 as a rebuild).
+# np126, pytriton and perf do not depend on the vLLM version: built once into .gpu/kit-common/
+# (KIT_REBUILD=1 rebuilds them).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 HERE=tools/offline_gpu
 V=${VLLM_VERSION:-0.26.0}
 DL=.whl                       # downloaded wheels (ignored)
-KIT=.gpu/kit-$V               # output (ignored)
+KIT=.gpu/kit-$V               # output: the vLLM part (ignored)
+COMMON=.gpu/kit-common        # output: the parts every version shares
 WORK=${KIT_WORK:-/tmp/gpukit-build-$V}
 FA3_KEEP=${FA3_KEEP:-64:64,128:128}
 FA3_DTYPES=${FA3_DTYPES:-bfloat16_t}
@@ -98,19 +99,19 @@ if [ "$(ls $DEPDIR | sed 's/-[0-9].*//' | sort | uniq -d)" != "" ]; then
 fi
 
 PARTS=${KIT_PARTS:-site np126 pytriton perf}
-mkdir -p "$WORK" "$KIT"
-# np126, pytriton and perf are the same for every vLLM version: reuse another kit's copy
+mkdir -p "$WORK" "$KIT" "$COMMON"
+# np126, pytriton and perf are the same for every vLLM version: built once into .gpu/kit-common/
 BUILD=""
 for part in $PARTS; do
-  other=$(ls .gpu/kit-*/"$part".tar.xz 2>/dev/null | grep -v "^$KIT/" | head -1 || true)
-  if [ "$part" != site ] && [ -n "$other" ] && [ -z "${KIT_REBUILD:-}" ]; then
-    cp "$other" "$KIT/"; echo "make_kit: $part <- $other"
+  if [ "$part" != site ] && [ -f "$COMMON/$part.tar.xz" ] && [ -z "${KIT_REBUILD:-}" ]; then
+    echo "make_kit: $COMMON/$part.tar.xz already built"
   else
     BUILD="$BUILD $part"
   fi
 done
 PARTS=$BUILD
-for part in $PARTS; do rm -rf "${WORK:?}/$part" "$KIT/$part".tar.xz*; mkdir -p "$WORK/$part"; done
+dest() { if [ "$1" = site ]; then echo "$KIT"; else echo "$COMMON"; fi; }
+for part in $PARTS; do rm -rf "${WORK:?}/$part" "$(dest $part)/$part".tar.xz*; mkdir -p "$WORK/$part"; done
 
 build_site() {
 # ---- site: vllm trimmed ----------------------------------------------------------------------
@@ -236,24 +237,28 @@ done
 
 # ---- pack -----------------------------------------------------------------------------------
 for part in $PARTS; do
-  tar -C "$WORK" --owner=0 --group=0 --sort=name -cf - "$part" | xz -9 -T2 > "$KIT/$part.tar.xz"
+  tar -C "$WORK" --owner=0 --group=0 --sort=name -cf - "$part" | xz -9 -T2 > "$(dest $part)/$part.tar.xz"
 done
 if [ -n "$KIT_SPLIT" ]; then
-  for f in "$KIT"/*.tar.xz; do
+  for f in "$KIT"/*.tar.xz "$COMMON"/*.tar.xz; do
     if [ "$(stat -c %s "$f")" -gt "$(numfmt --from=iec "$KIT_SPLIT")" ]; then
       split -b "$KIT_SPLIT" -d "$f" "$f.part"; rm "$f"
     fi
   done
 fi
-(cd "$KIT" && sha256sum *.tar.xz* > SHA256SUMS)
-# One device call carries at most 64 MiB: this kit plus the repository's files (tracked and untracked, not ignored).
+for d in "$KIT" "$COMMON"; do (cd "$d" && sha256sum *.tar.xz* > SHA256SUMS); done
+# One device call carries at most 64 MiB: the folders carried plus the repository's files (tracked and untracked,
+# not ignored). Carried together in one call, or kit-common in a first call that stashes it (README.md).
 repo_bytes=$(git ls-files -z --cached --others --exclude-standard | xargs -0 cat 2>/dev/null | wc -c)
 kit_bytes=$(cat "$KIT"/*.tar.xz* | wc -c)
-echo "make_kit: $KIT $kit_bytes B + repository $repo_bytes B = $((kit_bytes + repo_bytes)) B of 67108864 (64 MiB) per call"
-if [ $((kit_bytes + repo_bytes)) -gt 67108864 ]; then
-  echo "make_kit: does NOT fit one call: carry perf.tar.xz and pytriton.tar.xz in a first call that runs" \
-       "'bash tools/offline_gpu/install_kit.sh --stash', the rest in the next (within 30 s; README.md)"
+common_bytes=$(cat "$COMMON"/*.tar.xz* | wc -c)
+echo "make_kit: $KIT $kit_bytes B, $COMMON $common_bytes B, repository $repo_bytes B; one call holds 67108864 B"
+if [ $((kit_bytes + common_bytes + repo_bytes)) -le 67108864 ]; then
+  echo "make_kit: both fit one call: carry [\"$KIT\", \"$COMMON\"]"
+else
+  echo "make_kit: together $((kit_bytes + common_bytes + repo_bytes)) B: carry [\"$COMMON\"] in a first call running" \
+       "'bash benchmarks/gpu_run.sh stash', then [\"$KIT\"] within 30 s"
 fi
 # shellcheck disable=SC2086
 [ -z "$PARTS" ] || (cd "$WORK" && du -sh $PARTS)
-ls -la "$KIT"; du -ch "$KIT" | tail -1
+ls -la "$KIT" "$COMMON"
