@@ -117,9 +117,9 @@ def chosen(systems_arg: str, results: dict) -> list[str]:
     return systems
 
 
-def points(sweep: list[str]) -> list[tuple[str, dict]]:
-    """("base", {}) then one point per --sweep KEY=JSON, named after it."""
-    out = [("base", {})]
+def points(sweep: list[str], base: bool = True) -> list[tuple[str, dict]]:
+    """("base", {}) (unless base is False) then one point per --sweep KEY=JSON, named after it."""
+    out = [("base", {})] if base else []
     for item in sweep:
         key, value = engine_config.parse_override(item)
         out.append((f"{key}={json.dumps(value, separators=(',', ':'))}", {key: value}))
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     log(f"device {s.device}, systems {systems}, model {s.hub_id} ({s.variant}), plan {s.plan()}, out {s.out}"
         + (f", deadline {args.deadline:.0f} s" if args.deadline else ""))
     ok = True
-    for point, override in points(args.sweep):
+    for point, override in points(args.sweep, args.base or not args.sweep):
         s.point, s.override = point, override
         for system in systems:
             if point != "base" and not SYSTEMS[system].load:

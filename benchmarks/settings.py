@@ -110,6 +110,9 @@ def parse_args(argv=None, systems: tuple[str, ...] = ()):
     ap.add_argument("--sweep", action="append", default=[], metavar="KEY=JSON",
                     help="one sweep point per use: the committed engine_args plus this one override "
                          "(e.g. max_num_batched_tokens=32768, quantization=\"fp8\"); 'base' runs first")
+    ap.add_argument("--no-base", dest="base", action="store_false",
+                    help="with --sweep: run only the sweep points (the base point's results from an earlier "
+                         "invocation with the same --work stay)")
     ap.add_argument("--perf-analyzer", default="", metavar="LEVELS",
                     help="perf_analyzer concurrency levels against the Triton server, e.g. 8,32 (empty: none)")
     ap.add_argument("--deadline", type=float, default=None, help="seconds for the whole invocation")

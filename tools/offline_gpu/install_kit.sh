@@ -28,6 +28,7 @@ KIT_DIRS=${KIT_DIRS:-".gpu/kit-$V .gpu/kit-common /tmp/gpukit"}
 PARTS=${KIT_INSTALL_PARTS:-site np126 pytriton perf}
 DEST=${KIT_DEST:-/tmp}
 VENV_SITE=${VENV_SITE:-/opt/torch/.venv/lib/python3.12/site-packages}
+mkdir -p "$DEST"
 
 if [ "${1:-}" = "--stash" ]; then
   mkdir -p /tmp/gpukit && cp -v .gpu/kit-*/*.tar.xz* /tmp/gpukit/ && exit 0
