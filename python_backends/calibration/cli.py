@@ -92,6 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a profile: the name of the set it was fitted on, and its file; repeat")
     ev.add_argument("--out", type=Path, help="write the Markdown here (default: stdout)")
 
+    old = sub.add_parser("old-stack", help="score pairs as a legacy sentence-transformers service did (0..1)")
+    old.add_argument("data", type=Path)
+    old.add_argument("--model", required=True, help="the same checkpoint the server serves (folder or package:)")
+    old.add_argument("--out", required=True, type=Path, help='JSONL, one {"old_score"} per data line')
+    old.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    mig = sub.add_parser("migrate", help="map old-stack thresholds to the calibrated scale, check on held-out queries")
+    mig.add_argument("data", type=Path)
+    mig.add_argument("--old-scores", required=True, type=Path, help="output of old-stack")
+    mig.add_argument("--raw-scores", required=True, type=Path, help="served raw scores (scored.jsonl of a fit)")
+    mig.add_argument("--profile", required=True, type=Path, help="the profile the server applies")
+    mig.add_argument("--old-thresholds", type=_float_list, default=[0.6, 0.65, 0.7, 0.75, 0.8])
+
     check = sub.add_parser("check", help="validate profile files")
     check.add_argument("profiles", nargs="+", type=Path)
     return parser
@@ -164,6 +177,38 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _old_stack(args: argparse.Namespace) -> int:
+    import json
+
+    from .migration import old_stack_scores
+    from ..model_source import resolve_model
+
+    scores = old_stack_scores(read_pairs(args.data), resolve_model(args.model), progress=not args.quiet)
+    args.out.write_text("".join(json.dumps({"old_score": round(float(s), 7)}) + "\n" for s in scores))
+    print(f"old scores: {args.out} ({scores.size} pairs)")
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    import json
+
+    import numpy as np
+
+    from .migration import map_thresholds, render
+    from .selection import query_folds
+
+    pairs = read_pairs(args.data)
+    old = np.array([json.loads(line)["old_score"] for line in args.old_scores.read_text().splitlines() if line.strip()])
+    if old.size != len(pairs):
+        raise ValueError(f"{args.old_scores}: {old.size} old scores for {len(pairs)} pairs")
+    raw = PrecomputedScorer(args.raw_scores).score(pairs).raw_scores
+    calibrated = load_profile(args.profile).apply(raw).astype(np.float64)
+    rows = map_thresholds(pairs, old, calibrated, args.old_thresholds)
+    held_out = int((query_folds([p.query for p in pairs], 5) == 0).sum())
+    print(render(rows, len(pairs), held_out), end="")
+    return 0
+
+
 def _check(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.profiles:
@@ -181,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``reranker-calibrate``; returns the exit status (1: bad data, profile or server)."""
     args = build_parser().parse_args(argv)
     try:
-        return {"fit": _fit, "evaluate": _evaluate, "check": _check}[args.command](args)
+        return {"fit": _fit, "evaluate": _evaluate, "old-stack": _old_stack, "migrate": _migrate, "check": _check}[args.command](args)
     except (ValueError, ScoringError) as e:  # bad data, profile or fit, or an unreachable server
         print(f"error: {e}", file=sys.stderr)
         return 1

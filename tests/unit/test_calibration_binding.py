@@ -65,7 +65,7 @@ def test_a_profile_of_another_score_type_fails_the_load_naming_both():
     with pytest.raises(CalibrationProfileError) as caught:
         bound_profile(COSINE_PROFILE, "Qwen/Qwen3-Reranker-0.6B", "yes_no_logit")
     assert str(caught.value) == (
-        f"{COSINE_PROFILE}: profile all-minilm-l6-v2-cosine@2026-12-02.1 was fitted for score type 'cosine' "
+        f"{COSINE_PROFILE}: profile all-minilm-l6-v2-cosine@2026-12-02.2 was fitted for score type 'cosine' "
         f"(model '{MINILM}'), but the served model 'Qwen/Qwen3-Reranker-0.6B' gives 'yes_no_logit' scores; "
         "fit a profile for this model (reranker-calibrate fit) or use an unfitted sigmoid profile"
     )
@@ -76,7 +76,7 @@ def test_a_hot_swapped_profile_of_another_score_type_is_refused_and_the_old_one_
     shutil.copy(COSINE_PROFILE, path)
     store = ProfileStore(path, MINILM, "cosine")
     shutil.copy(REPO / "rerank_calibrate" / "profiles" / "qwen3-reranker-0.6b.json", path)
-    assert store.current().tag == "all-minilm-l6-v2-cosine@2026-12-02.1"
+    assert store.current().tag == "all-minilm-l6-v2-cosine@2026-12-02.2"
 
 
 def test_the_unfitted_qwen3_profile_says_so():
