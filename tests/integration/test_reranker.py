@@ -150,6 +150,16 @@ BAD_REQUESTS = {
     "invalid UTF-8 query": (lambda m: build_inputs(m, b"caf\xc3", ["a"]), "QUERY is not valid UTF-8 (byte 3)"),
     "empty query": (lambda m: build_inputs(m, "   ", ["a"]), "QUERY is empty"),
     "empty document": (lambda m: build_inputs(m, "q", ["a", ""]), "DOCUMENTS[1] is empty"),
+    # issue 13 finding 4: text with nothing to score after normalisation was scored
+    "NUL-only document": (lambda m: build_inputs(m, "q", ["a", "\x00\x00\x00"]), "DOCUMENTS[1] is empty: it has no characters or tokens"),
+    "zero-width query": (lambda m: build_inputs(m, "\u200b\u200d\ufeff", ["a"]), "QUERY is empty: it has no characters or tokens"),
+    "control-only document": (lambda m: build_inputs(m, "q", ["\x01\x1b\x7f"]), "DOCUMENTS[0] is empty: it has no characters or tokens"),
+    "special-token-only document": (lambda m: build_inputs(m, "q", ["a", "[SEP] [CLS]"]), "DOCUMENTS[1] is empty: it has no characters or tokens"),
+    "combining-mark-only document": (lambda m: build_inputs(m, "q", ["\u0301\u0301"]), "DOCUMENTS[0] is empty: it has no characters or tokens"),
+    "MAX_TOKENS_PER_DOC zero": (
+        lambda m: build_inputs(m, "q", ["a"]) + [_int32(m, "MAX_TOKENS_PER_DOC", 0)],
+        "MAX_TOKENS_PER_DOC must be at least 1, got 0",
+    ),
     "too many documents": (
         lambda m: build_inputs(m, "q", ["a"] * 1025),
         "DOCUMENTS holds 1025 documents, more than max_documents=1024",
@@ -186,6 +196,12 @@ BAD_REQUESTS = {
         "unexpected shape for input 'QUERY' for model 'reranker'",
     ),
 }
+
+
+def _int32(module, name: str, value: int):
+    tensor = module.InferInput(name, [1, 1], "INT32")
+    tensor.set_data_from_numpy(np.array([[value]], dtype=np.int32))
+    return tensor
 
 
 def _int64_top_n(module):
@@ -232,11 +248,37 @@ def test_custom_metrics_count_pairs_and_truncations(server, client):
     client.rerank("capital of France", ["paris " * 600, "Paris is in France.", "bananas"])
     after = _metrics(server)
     delta = lambda name: _metric_value(after, name, "rerank_preprocess") - _metric_value(before, name, "rerank_preprocess")
-    assert delta("reranker_pairs_total") == 3
+    assert delta("reranker_admitted_requests_total") == 1
+    assert delta("reranker_admitted_pairs_total") == 3
     assert delta("reranker_truncated_pairs_total") == 1
-    assert delta("reranker_tokens_total") > 256
+    assert delta("reranker_admitted_tokens_total") > 256
     assert 'reranker_calibration_profile_info{model="rerank_calibrate"' in after
     assert "nv_inference_request_success" in after  # Triton's own metrics sit beside ours
+
+
+def _labelled(text: str, name: str, model: str, reason: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'model="{model}"' in line and f'reason="{reason}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name}{{model={model}, reason={reason}}} not in /metrics")
+
+
+def test_refused_requests_are_not_counted_as_admitted_pairs(server, protocol):
+    """Issue 13 finding 5: a refused request is counted as refused (by reason), never as admitted pairs, and Triton's
+    own failure counter of the public model sees it (what an operator alerts on)."""
+    before = _metrics(server)
+    for _ in range(3):
+        with pytest.raises(InferenceServerException):
+            infer(server, protocol, build_inputs(_protocol_module(protocol), "q", ["fine", "\x00"]))
+    after = _metrics(server)
+    delta = lambda name: _metric_value(after, name, "rerank_preprocess") - _metric_value(before, name, "rerank_preprocess")
+    assert delta("reranker_admitted_requests_total") == 0
+    assert delta("reranker_admitted_pairs_total") == 0
+    assert _labelled(after, "reranker_rejected_requests_total", "rerank_preprocess", "invalid") - _labelled(
+        before, "reranker_rejected_requests_total", "rerank_preprocess", "invalid") == 3
+    # Triton 2.51 counts each failed ensemble request twice under reason OTHER (README: alert on the rate, not a count)
+    assert _labelled(after, "nv_inference_request_failure", "reranker", "OTHER") - _labelled(
+        before, "nv_inference_request_failure", "reranker", "OTHER") == 2 * 3
 
 
 def test_scores_are_the_shipped_profile_applied_to_raw_scores(client):
