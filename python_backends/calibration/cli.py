@@ -135,6 +135,8 @@ def _fit(args: argparse.Namespace) -> int:
         "raw_scores": source,
         "fitted_at": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
     }
+    if not args.quiet:
+        print(f"fitting {len(args.methods)} methods, {args.folds} folds by query, on {len(pairs)} pairs", file=sys.stderr)
     run = analyse(
         pairs,
         scores,
