@@ -269,7 +269,7 @@ def test_run_locust_sh_end_to_end(server, tmp_path, mode, row):
 def test_locust_tags_select_the_user(server, tmp_path):
     env = {**os.environ, "TRITON_GRPC_URL": server.grpc_url, **SMALL_LOAD_ENV}
     proc = subprocess.run(
-        [*_locust_cmd(), "-f", str(LOADTEST / "locustfile.py"), "--headless", "-u", "1", "-r", "1", "--run-time", "2s",
+        [*_locust_cmd(), "-f", str(LOADTEST / "locustfile.py"), "--headless", "-u", "1", "-r", "1", "--run-time", "5s",
          "--host", f"http://{server.http_url}", "--tags", "grpc", "--csv", str(tmp_path / "t"), "--only-summary"],
         capture_output=True, text=True, env=env, timeout=120,
     )
