@@ -27,7 +27,7 @@ def metric(server, pattern: str) -> float:
 
 
 def psi(server) -> float:
-    return metric(server, r'reranker_score_drift_psi\{[^}]*profile="' + re.escape(PROFILE.tag) + '"[^}]*\}')
+    return metric(server, r'reranker_score_drift_psi\{[^}]*profile="' + re.escape(PROFILE.tag) + r'"[^}]*\}')
 
 
 def raw_score_count(server) -> float:
