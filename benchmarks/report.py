@@ -130,9 +130,9 @@ def plot(results: dict, path: Path, title: str) -> str | None:
     return None
 
 
-def _system_lines(key: str, r: dict) -> list[str]:
+def _system_lines(key: str, r: dict, w: int) -> list[str]:
     if r.get("status") == "error" and not r.get("levels"):
-        return [f"{key:<14} ERROR {r.get('error', '')[:110]}"]
+        return [f"{key:<{w}} ERROR {r.get('error', '')[:110]}"]
     mem = r.get("gpu_memory", {}).get("peak_over_baseline_mib")
     if r.get("torch_max_memory_allocated_mib") is not None:
         mem = r["torch_max_memory_allocated_mib"]
@@ -143,7 +143,7 @@ def _system_lines(key: str, r: dict) -> list[str]:
         pre = f"{ts['share_pre_calibrate'] * 100:.1f}%" if ts else ""
         eng = f"{ts['share_engine'] * 100:.0f}%" if ts else ""
         flag = "" if lv["complete"] and not lv["errors"] else "*"
-        lines.append(f"{key:<14}{lv['concurrency']:>5}{str(lv['requests']) + flag:>6}{lv['pairs_per_s']:>9.1f}"
+        lines.append(f"{key:<{w}}{lv['concurrency']:>5}{str(lv['requests']) + flag:>6}{lv['pairs_per_s']:>9.1f}"
                      f"{lv['tokens_per_s']:>9}{lv.get('ceiling_share', 0) * 100:>6.1f}%"
                      f"{lat['p50'] or 0:>9.1f}{lat['p95'] or 0:>9.1f}{lat['p99'] or 0:>9.1f}"
                      f"{mem_s:>8}{pre:>8}{eng:>7}")
@@ -160,10 +160,10 @@ def _system_lines(key: str, r: dict) -> list[str]:
     if r.get("status") != "ok":
         extra.append(f"status {r.get('status')}: {r.get('error', '')[:100]}")
     if extra:
-        lines.append(f"{'':14}  " + "; ".join(extra))
+        lines.append(f"{'':{w}}  " + "; ".join(extra))
     for row in (r.get("perf_analyzer") or {}).get("levels", []):
         pa = row.get("perf_analyzer", {})
-        lines.append(f"{'':14}  perf_analyzer c={row['concurrency']}: {pa.get('infer_per_s')} infer/s "
+        lines.append(f"{'':{w}}  perf_analyzer c={row['concurrency']}: {pa.get('infer_per_s')} infer/s "
                      f"(p50 {pa.get('p50_ms')} ms) vs load generator {row['load_generator']['infer_per_s']} "
                      f"(p50 {row['load_generator']['p50_ms']} ms): ratio {row.get('ratio')}")
     return lines
@@ -178,10 +178,11 @@ def table(results: dict) -> str:
                      f"({work['tokens_per_pair_min']}-{work['tokens_per_pair_max']}), top_n {work['top_n']}, "
                      f"{work['flop_per_token'] / 1e9:.4g} GFLOP/token, text: {work['text']['source']}, "
                      f"preprocess encode {work['encode_ms_per_request_median']} ms/request")
-    lines.append(f"{'system':<14}{'conc':>5}{'req':>6}{'pairs/s':>9}{'tok/s':>9}{'%ceil':>7}{'p50ms':>9}{'p95ms':>9}"
+    w = max([14] + [len(k) + 1 for k in load_keys(results)])
+    lines.append(f"{'system':<{w}}{'conc':>5}{'req':>6}{'pairs/s':>9}{'tok/s':>9}{'%ceil':>7}{'p50ms':>9}{'p95ms':>9}"
                  f"{'p99ms':>9}{'memGiB':>8}{'pre+cal':>8}{'engine':>7}")
     for key in load_keys(results):
-        lines += _system_lines(key, results[key])
+        lines += _system_lines(key, results[key], w)
     for pair, c in (results.get("cross_check") or {}).items():
         if "max_abs_raw_diff" in c:
             lines.append(f"scores {pair}: max|raw diff| {c['max_abs_raw_diff']} (raw std {c['raw_std']}), "
