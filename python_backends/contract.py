@@ -62,7 +62,6 @@ OUTPUTS: tuple[Tensor, ...] = (
     Tensor(CALIBRATION, "BYTES", (1, 1), True, "the calibration profile applied, name@version"),
 )
 TENSORS: dict[str, Tensor] = {t.name: t for t in (*INPUTS, *OUTPUTS)}
-OPTIONAL_INPUTS: tuple[str, ...] = tuple(t.name for t in INPUTS if not t.required)
 INT32_MAX = 2**31 - 1
 
 
