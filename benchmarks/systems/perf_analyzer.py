@@ -49,8 +49,8 @@ def run_tool(requests: list, grpc_url: str, levels: list[int], out: Path, timeou
         for row in csv.DictReader(summary.open()):
             rows[int(row["Concurrency"])] = {
                 "infer_per_s": float(row["Inferences/Second"]),
-                "p50_ms": float(row["p50 latency"]) / 1000, "p99_ms": float(row["p99 latency"]) / 1000,
-                "mean_ms": float(row["Avg latency"]) / 1000,
+                "p50_ms": float(row["p50 latency"]) / 1000, "p95_ms": float(row["p95 latency"]) / 1000,
+                "p99_ms": float(row["p99 latency"]) / 1000,
             }
     return rows
 

@@ -33,7 +33,10 @@ def repository(s: Settings) -> tuple[Path, str]:
         return ROOT / "model_repository", s.variant
     override = {**(engine_config.CPU_ENGINE if s.device == "cpu" else {}), **s.override}
     kind = "KIND_CPU" if s.device == "cpu" else None
-    repo = engine_config.write_variant(s.work / f"repo-{s.point}", s.variant, BENCH_CONFIG, override, kind)
+    # the preprocess step cuts prompts at the engine's max_model_len: the two must agree
+    same_len = {("rerank_preprocess", "max_model_len"): str(override["max_model_len"])} \
+        if "max_model_len" in override else None
+    repo = engine_config.write_variant(s.work / f"repo-{s.point}", s.variant, BENCH_CONFIG, override, kind, same_len)
     return repo, BENCH_CONFIG
 
 
