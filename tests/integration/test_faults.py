@@ -1,12 +1,17 @@
-"""Faults: the engine's stub process dies; requests fail fast with a clear error, the server keeps running,
-and reloading the engine model (Triton's repository API) brings correct answers back."""
+"""Faults: the engine's stub process freezes or dies under traffic. A short freeze is ridden out; a dead stub makes
+requests fail fast with a clear error, the deep health check sees it, and reloading the engine model (Triton's
+repository API) brings correct answers back; a freeze long enough to fail Triton's stub health check ends
+tritonserver (Triton 2.51's own behaviour), so the process supervisor (Kubernetes) restarts it rather than it hanging."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
-import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +20,7 @@ from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient
 from reranker_client.healthcheck import check
-from tests.triton_server import RunningServer, start_server, stop_server, stub_pids
+from tests.triton_server import ROOT, RunningServer, start_server, stop_server, stub_pids
 
 QUERY, RELEVANT, IRRELEVANT = "What is the capital of France?", "Paris is the capital of France.", "Bananas are yellow."
 
@@ -36,6 +41,54 @@ def _rank(server: RunningServer) -> list[int]:
         client.close()
 
 
+class Traffic:
+    """Public requests from `workers` threads until stopped; counts each outcome."""
+
+    def __init__(self, server: RunningServer, workers: int = 8) -> None:
+        self.server, self.outcomes, self._stop = server, Counter(), threading.Event()
+        self._threads = [threading.Thread(target=self._run) for _ in range(workers)]
+
+    def _run(self) -> None:
+        client = RerankClient(self.server.grpc_url, protocol="grpc", max_retries=0, timeout_s=60)
+        while not self._stop.is_set():
+            try:
+                ranking = [r.index for r in client.rerank(QUERY, [IRRELEVANT, RELEVANT]).results]
+                self.outcomes["ok" if ranking == [1, 0] else "wrong"] += 1
+            except InferenceServerException as exc:
+                self.outcomes[exc.message()[:80]] += 1
+                time.sleep(0.05)
+
+    def __enter__(self) -> "Traffic":
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=90)
+
+
+def _freeze(pid: int, seconds: float) -> None:
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(seconds)
+    os.kill(pid, signal.SIGCONT)
+
+
+def test_engine_frozen_for_a_second_under_traffic_is_ridden_out(own_server):
+    """Issue 13 finding 7: a 1 s SIGSTOP of the engine stub under traffic made tritonserver abort (4 of 4). Now
+    every request in flight or sent during the freeze gets its right answer and the server keeps running."""
+    (pid,) = stub_pids(own_server, "rerank_engine")
+    with Traffic(own_server) as traffic:
+        time.sleep(2)
+        _freeze(pid, 1.0)
+        time.sleep(4)
+    print("1 s freeze:", dict(traffic.outcomes))
+    assert own_server.is_alive()
+    assert set(traffic.outcomes) == {"ok"} and traffic.outcomes["ok"] > 8
+    assert stub_pids(own_server, "rerank_engine") == [pid]
+
+
 def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     assert _rank(own_server) == [1, 0]
     pids = stub_pids(own_server, "rerank_engine")
@@ -52,11 +105,18 @@ def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     # Triton still calls the model READY; the deep health check does not.
     assert check(own_server.grpc_url) is not None and "not healthy" in check(own_server.grpc_url)
 
-    # A plain `load` of a model whose files did not change is a no-op in Triton 2.51: unload, then load.
-    for action in ("unload", "load"):
-        url = f"http://{own_server.http_url}/v2/repository/models/rerank_engine/{action}"
-        with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=300) as response:
-            assert response.status == 200
+    # Recovery in place (scripts/recover_engine.py: a load with a changed config). Issue 13 finding 7: unload + load
+    # unloaded the ensemble too (927 NOT_FOUND in ~12 s); now no request is NOT_FOUND while the engine comes back.
+    with Traffic(own_server, workers=2) as traffic:
+        reload = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "recover_engine.py"), "--url", own_server.http_url],
+            capture_output=True, text=True, timeout=900,
+        )
+        time.sleep(2)
+    print("during the reload:", dict(traffic.outcomes), reload.stdout.strip())
+    assert reload.returncode == 0, reload.stderr
+    assert set(traffic.outcomes) <= {"ok", "in ensemble 'reranker', Stub process 'rerank_engine_0_0' is not healthy."}, traffic.outcomes
+    assert traffic.outcomes["ok"] > 0
     assert _rank(own_server) == [1, 0]
     assert check(own_server.grpc_url) is None
     assert stub_pids(own_server, "rerank_engine") and stub_pids(own_server, "rerank_engine") != pids
@@ -97,3 +157,21 @@ def test_graceful_shutdown_answers_every_in_flight_request(fresh_server):
     assert set(outcomes) <= {"ok", "refused"}, outcomes
     fresh_server.process.wait(timeout=120)
     assert fresh_server.process.returncode == 0
+
+
+def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_server):
+    """Triton 2.51's own behaviour, not configurable (`stub-timeout-seconds=60` changes nothing: the health check
+    waits a fixed 1 s): a stub frozen for 5 s under traffic may be declared unhealthy, and then tritonserver aborts
+    when it resumes (boost::interprocess::lock_exception, SIGABRT: 2 of 2 runs on a fresh server; 0 of 1 after the
+    in-place reload above). Either way nothing hangs: the server answers right again, or it has ended by SIGABRT,
+    which the container's restart policy turns into a fresh server. Runs last: it may end this module's server."""
+    (pid,) = stub_pids(own_server, "rerank_engine")
+    with Traffic(own_server) as traffic:
+        time.sleep(1)
+        _freeze(pid, 5.0)
+        time.sleep(10)
+    print("5 s freeze:", dict(traffic.outcomes), "server alive:", own_server.is_alive())
+    if own_server.is_alive():
+        assert _rank(own_server) == [1, 0]
+    else:
+        assert own_server.process.wait(timeout=60) == -signal.SIGABRT
