@@ -7,21 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from python_backends.engine import EngineSettings, VllmScorer
+from python_backends.engine import AsyncEngine, EngineSettings
 from tests.tiny_models import session_models
 
-# What config.pbtxt's `vllm_env` sets on a CPU machine: vLLM in this process, 1 GiB of KV cache, offline.
-VLLM_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    "VLLM_NO_USAGE_STATS": "1",
-    "HF_HUB_OFFLINE": "1",
-}
+# What config.pbtxt's `vllm_env` sets on a CPU machine: 1 GiB of KV cache, offline.
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}
 MAX_MODEL_LEN = 128
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "engine: runs a real vLLM engine in the test process (CPU is enough)")
+    config.addinivalue_line("markers", "engine: runs a real vLLM engine from the test process (CPU is enough)")
 
 
 @pytest.fixture(scope="session")
@@ -29,27 +24,37 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return session_models(tmp_path_factory)
 
 
-def engine_settings(model: str | Path) -> EngineSettings:
+def engine_args(model: str | Path, **overrides) -> dict:
+    return {
+        "model": str(model),
+        "runner": "pooling",
+        "max_model_len": MAX_MODEL_LEN,
+        "dtype": "float32",
+        "max_num_batched_tokens": 2048,
+        "max_num_seqs": 64,
+        "enforce_eager": True,
+        "distributed_executor_backend": "uni",
+        **overrides,
+    }
+
+
+def engine_settings(model: str | Path, max_inflight_tokens: int = 1 << 16, **overrides) -> EngineSettings:
     return EngineSettings(
-        model=str(model),
-        max_model_len=MAX_MODEL_LEN,
-        dtype="float32",
-        gpu_memory_utilization=0.9,  # unused on CPU: VLLM_CPU_KVCACHE_SPACE sizes the cache
-        max_num_batched_tokens=2048,
-        max_num_seqs=64,
-        enforce_eager=True,
-        engine_args={"distributed_executor_backend": "uni"},
+        engine_args=engine_args(model, **overrides),
+        max_inflight_tokens=max_inflight_tokens,
+        max_sequences=256,
+        drain_timeout_s=30.0,
         vllm_env=VLLM_ENV,
     )
 
 
-def open_scorer(model: str | Path):
-    """A scorer for a class-scoped fixture: `yield from open_scorer(path)`; the engine is freed afterwards
-    so that the next class's engine starts in the same process with the memory back."""
-    scorer = VllmScorer(engine_settings(model))
+def open_engine(settings: EngineSettings):
+    """An engine for a class-scoped fixture: `yield from open_engine(...)`; it is shut down afterwards so that the
+    next class's engine starts with the memory back."""
+    engine = AsyncEngine(settings)
     try:
-        yield scorer
+        yield engine
     finally:
-        scorer.close()
-        del scorer
+        engine.close()
+        del engine
         gc.collect()

@@ -1,52 +1,54 @@
 """Triton adapter of the engine step; the vLLM logic is `python_backends.engine`.
 
-All requests of one `execute` (one dynamic batch) are scored in a single vLLM call.
+`execute` validates each request on its own, hands it to vLLM's AsyncLLM and returns None; every request is
+answered later through its response sender (default, non-decoupled mode), so several dynamic batches are in
+flight at once. A dead engine is reported: requests get UNAVAILABLE and the model unloads itself, so its ready
+endpoint and the ensemble stop reporting ready (vllm_backend's health check does the same).
 """
 
+import logging
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from python_backends.engine import EngineSettings, SequenceBatch, VllmScorer
-from python_backends.triton_io import error_response, required_array
+from python_backends.engine import TENSORS, AsyncEngine, EngineDead, EngineSettings, ReplyThread, SequenceBatch
+from python_backends.request_validation import InvalidRequest
+from python_backends.triton_io import required_array
 from python_backends.triton_params import ModelParameters
+
+log = logging.getLogger(__name__)
 
 
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
+        self.name = args["model_name"]
         settings = EngineSettings.from_parameters(ModelParameters.from_model_config(args["model_config"]))
         on_gpu = args.get("model_instance_kind") == "GPU"
-        self.scorer = VllmScorer(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None)
+        self.engine = AsyncEngine(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None)
+        self.replies = ReplyThread(pb_utils, "RAW_SCORES")
+        self.engine.on_death(self._unload)
 
-    def execute(self, requests: list) -> list:
-        responses: list = [None] * len(requests)
-        batches, slots = [], []
-        for slot, request in enumerate(requests):
+    def execute(self, requests: list) -> None:
+        for request in requests:
+            sender = request.get_response_sender()
             try:
-                batch = SequenceBatch(
-                    required_array(pb_utils, request, "TOKEN_IDS")[0],
-                    required_array(pb_utils, request, "TOKEN_TYPE_IDS")[0],
-                    required_array(pb_utils, request, "SEQUENCE_LENGTHS")[0],
-                    required_array(pb_utils, request, "SEQUENCE_DOCUMENTS")[0],
-                )
-                batch.split()  # shape check now, so one malformed request cannot fail the others
-            except Exception as exc:  # noqa: BLE001
-                responses[slot] = error_response(pb_utils, exc)
+                if not self.engine.alive:
+                    raise EngineDead("the vLLM engine is dead; the model is being unloaded")
+                arrays = {name: required_array(pb_utils, request, name) for name in TENSORS}
+                batch = SequenceBatch.from_arrays(arrays, self.engine.limits)
+                future = self.engine.submit(batch, sender.is_cancelled)
+            except (InvalidRequest, EngineDead) as exc:
+                self.replies.send_error(sender, exc)
                 continue
-            batches.append(batch)
-            slots.append(slot)
-        if batches:
-            try:
-                scores = self.scorer.score(batches)
-            except Exception as exc:  # noqa: BLE001 - the engine failed this batch; every request hears why
-                for slot in slots:
-                    responses[slot] = error_response(pb_utils, exc)
-            else:
-                for slot, raw in zip(slots, scores):
-                    responses[slot] = pb_utils.InferenceResponse(
-                        output_tensors=[pb_utils.Tensor("RAW_SCORES", raw[None, :].astype(np.float32))]
-                    )
-        return responses
+            self.replies.send_when_done(sender, future)
+        return None
+
+    def _unload(self) -> None:
+        """Explicit model control only; elsewhere the deep health check (reranker_client.healthcheck) sees it."""
+        try:
+            pb_utils.unload_model(self.name)
+        except Exception as exc:  # noqa: BLE001 - the server may not allow it; requests still get UNAVAILABLE
+            log.error("could not unload %s after its engine died: %s", self.name, exc)
 
     def finalize(self) -> None:
-        self.scorer.close()
+        self.engine.close()
+        self.replies.close()
