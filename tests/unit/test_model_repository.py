@@ -43,16 +43,22 @@ def test_ensemble_wires_every_output_of_the_contract():
     assert all(cfg.max_batch_size <= config(name).max_batch_size for name in PYTHON_MODELS)
 
 
-def test_preprocess_and_engine_name_the_same_model_and_length():
-    pre, engine = config("rerank_preprocess"), config("rerank_engine")
-    assert param(pre, "model") == param(engine, "model")
-    assert param(pre, "max_model_len") == param(engine, "max_model_len")
+def engine_args(cfg: model_config_pb2.ModelConfig) -> dict:
+    return json.loads(param(cfg, "engine_args"))
+
+
+@pytest.mark.parametrize("variant", ["config.pbtxt", "configs/gpu.pbtxt", "configs/gpu-bge-m3.pbtxt"])
+def test_preprocess_and_engine_name_the_same_model_and_length(variant):
+    read = lambda name: text_format.Parse((REPO / name / variant).read_text(), model_config_pb2.ModelConfig())  # noqa: E731
+    pre, engine = read("rerank_preprocess"), read("rerank_engine")
+    assert param(pre, "model") == engine_args(engine)["model"]
+    assert int(param(pre, "max_model_len")) == engine_args(engine)["max_model_len"]
 
 
 def test_embedded_default_weights_match_their_pinned_sha256():
     engine = config("rerank_engine")
     pins = json.loads(param(engine, "model_sha256"))
-    folder = resolve_model(param(engine, "model"))
+    folder = resolve_model(engine_args(engine)["model"])
     verify_sha256(folder, pins)  # raises on a mismatch
     with pytest.raises(ModelSourceError, match="does not match the pinned"):
         verify_sha256(folder, {"model.safetensors": "0" * 64})
