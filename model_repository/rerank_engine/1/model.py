@@ -11,7 +11,6 @@ import logging
 import triton_python_backend_utils as pb_utils
 
 from python_backends.engine import TENSORS, AsyncEngine, EngineDead, EngineSettings, ReplyThread, SequenceBatch
-from python_backends.request_validation import InvalidRequest
 from python_backends.triton_io import required_array
 from python_backends.triton_params import ModelParameters
 
@@ -36,7 +35,7 @@ class TritonPythonModel:
                 arrays = {name: required_array(pb_utils, request, name) for name in TENSORS}
                 batch = SequenceBatch.from_arrays(arrays, self.engine.limits)
                 future = self.engine.submit(batch, sender.is_cancelled)
-            except (InvalidRequest, EngineDead) as exc:
+            except Exception as exc:  # noqa: BLE001 - this request's answer (INVALID_ARG, UNAVAILABLE or INTERNAL)
                 self.replies.send_error(sender, exc)
                 continue
             self.replies.send_when_done(sender, future)
