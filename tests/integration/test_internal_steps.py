@@ -111,7 +111,9 @@ def test_malformed_direct_call_fails_alone_and_batched_public_requests_succeed(s
             assert bad.result(timeout=120) == "StatusCode.INVALID_ARGUMENT", case
             assert sum(f.result(timeout=120) for f in neighbours) == NEIGHBOURS, case
     after = _stats(server, model)
-    # the step really ran batches holding the bad request together with public ones (not one request per batch)
-    assert after["inference_count"] - before["inference_count"] >= ROUNDS * (NEIGHBOURS + 1)
+    # the step really ran batches holding public requests together (not one request per batch). Only the public
+    # ones are counted: Triton 2.51 counts a request its model answered with an error in inference_count in some
+    # batches and not in others (CI saw 0 to 3 of the 3 bad calibrate requests counted).
+    assert after["inference_count"] - before["inference_count"] >= ROUNDS * NEIGHBOURS
     assert after["execution_count"] - before["execution_count"] < ROUNDS * (NEIGHBOURS + 1)
     assert server.is_alive()

@@ -49,14 +49,14 @@ PIP_DL="python3 -m pip download -q --no-deps --only-binary=:all: --python-versio
 # diskcache==5.6.3. pydantic 2.14.4 wants pydantic-core 2.50.5 and typing-extensions >= 4.16.
 # The heavy pins the two share or differ in (flashinfer, cutlass-dsl, humming/quack/tilelang
 # kernels, numba) are not carried: a pooling model on an H200 does not load them (NOTES.md).
-COMMON="llguidance==1.7.6 openai==3.57.0 jiter==0.19.0
+SHARED_PINS="llguidance==1.7.6 openai==3.57.0 jiter==0.19.0
  httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5 sniffio==1.3.1 openai-harmony==0.0.8
  pyzmq==27.3.0 cbor2==6.3.0 msgspec==0.23.0 fastapi==0.136.3 starlette==1.10.0 pybase64==1.5.1
  py-cpuinfo==9.0.0 cachetools==8.0.2 partial-json-parser==0.2.1.1.post7 pydantic==2.14.4
  pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0"
 case "$V" in
-  0.26.0) DEPS="$COMMON xgrammar==0.2.7 apache-tvm-ffi==0.1.10" ;;
-  0.24.0) DEPS="$COMMON xgrammar==0.2.3 apache-tvm-ffi==0.1.9 diskcache==5.6.3" ;;
+  0.26.0) DEPS="$SHARED_PINS xgrammar==0.2.7 apache-tvm-ffi==0.1.10" ;;
+  0.24.0) DEPS="$SHARED_PINS xgrammar==0.2.3 apache-tvm-ffi==0.1.9 diskcache==5.6.3" ;;
   *) echo "make_kit: VLLM_VERSION=$V is not one this kit has pins for (0.24.0, 0.26.0)" >&2; exit 2 ;;
 esac
 # What `vllm serve` (the OpenAI api_server) imports beyond the engine, found by importing its server,
