@@ -62,7 +62,7 @@ for model in $MODELS; do
   left=$(( (DEADLINE - $(el) - 10) / n )); n=$((n - 1))
   say "benchmark $model (deadline ${left}s)"
   # shellcheck disable=SC2086
-  $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$model" \
+  $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$VLLM_VERSION/$model" \
     --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --deadline "$left" --vllm-python "$VPY" \
     "${sweep[@]}" ${BENCH_ARGS:-} || rc=$?
   for f in benchmark.json table.txt benchmark.png; do

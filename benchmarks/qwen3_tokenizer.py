@@ -23,6 +23,7 @@ import argparse
 import base64
 import importlib.metadata
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -144,16 +145,27 @@ def _stamp() -> str:
 
 def cached(cache_dir: Path = DEFAULT_CACHE) -> Path:
     """The saved tokenizer folder, built on first use (a few seconds) and reused while the recipe is the same."""
-    stamp = cache_dir / "RECIPE.json"
-    if stamp.is_file() and stamp.read_text() == _stamp() and (cache_dir / "tokenizer.json").is_file():
+    if _is_current(cache_dir):
         return cache_dir
-    tmp = cache_dir.with_name(cache_dir.name + ".tmp")
+    # built under a name of this process's own: two test workers may build it at the same time
+    tmp = cache_dir.with_name(f"{cache_dir.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     save_pretrained(tmp)
     (tmp / "RECIPE.json").write_text(_stamp())
-    shutil.rmtree(cache_dir, ignore_errors=True)
-    tmp.rename(cache_dir)
+    if not _is_current(cache_dir):
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        try:
+            tmp.rename(cache_dir)
+        except OSError:  # another process put its (identical) build there first
+            if not _is_current(cache_dir):
+                raise
+    shutil.rmtree(tmp, ignore_errors=True)
     return cache_dir
+
+
+def _is_current(cache_dir: Path) -> bool:
+    stamp = cache_dir / "RECIPE.json"
+    return stamp.is_file() and stamp.read_text() == _stamp() and (cache_dir / "tokenizer.json").is_file()
 
 
 def copy_into(model_dir: Path, cache_dir: Path = DEFAULT_CACHE) -> None:

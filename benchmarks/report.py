@@ -188,7 +188,8 @@ def table(results: dict) -> str:
             lines.append(f"scores {pair}: max|raw diff| {c['max_abs_raw_diff']} (raw std {c['raw_std']}), "
                          f"spearman >= {c['spearman_min']}, top-10 overlap >= {c['top10_overlap_min']}")
     lines.append("* = level incomplete (errors or time budget); %ceil = useful FLOP/s over the matmul rate; "
-                 "pre+cal / engine = share of mean request latency (Triton stats)")
+                 "pre+cal / engine = share of mean request latency (Triton stats); engine = rerank_engine's execute, which only "
+                 "hands over (and waits while the in-flight token budget is spent): vLLM's own time is in neither")
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ scripts/setup.sh
 # perf_analyzer (from the tritonclient 2.51 wheel) and the docker compose plugin, for tests/deploy.
 PYTHON=.venv/bin/python bash deploy/install_tools.sh
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=30 "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

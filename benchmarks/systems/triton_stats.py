@@ -56,5 +56,7 @@ def delta(before: dict, after: dict, level: dict) -> dict:
         "share_pre_calibrate": round(pre_cal / e2e_ms, 4),
         "share_engine": round(engine / e2e_ms, 4),
         "share_queue": round(queues / e2e_ms, 4),
-        "share_other": round(1 - (pre_cal + engine + queues) / e2e_ms, 4),  # network, ensemble hops, client
+        # vLLM's own time is here: rerank_engine's execute only validates and hands over (waiting for the in-flight
+        # token budget when it is spent); the answer comes later through the response sender
+        "share_other": round(1 - (pre_cal + engine + queues) / e2e_ms, 4),  # vLLM, network, ensemble hops, client
     }}

