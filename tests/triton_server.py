@@ -80,14 +80,20 @@ def start_server(log_path: Path, model_repository: Path | None = None, extra_arg
 
 
 def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
-    """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs."""
+    """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs. Whatever of the
+    group outlives the server is killed too: the vLLM EngineCore and Worker processes of a stub that was killed
+    (the fault tests) or of a server that aborted are orphaned, ~1 GB each, and piled up run after run."""
     if server.is_alive():
         os.killpg(server.process.pid, signal.SIGTERM)
         try:
             server.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
-            server.process.wait()
+            pass
+    try:
+        os.killpg(server.process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # nothing was left
+    server.process.wait()
     return server.process.returncode
 
 
@@ -130,3 +136,19 @@ def copy_repository(destination: Path, parameters: dict[tuple[str, str], str] | 
         (destination / model / "configs").mkdir(exist_ok=True)
         (destination / model / "configs" / f"{variant}.pbtxt").write_text(text_format.MessageToString(config))
     return destination
+
+
+# The probe pair of the fault and lifecycle tests: the relevant document is sent second, so a right answer is [1, 0].
+PROBE_QUERY, PROBE_DOCUMENTS = "What is the capital of France?", ["Bananas are yellow.", "Paris is the capital of France."]
+
+
+def probe_ranking(server: RunningServer) -> list[int]:
+    """The document indices of the probe pair in the server's order, over gRPC."""
+    from reranker_client import RerankClient
+
+    client = RerankClient(server.grpc_url, protocol="grpc")
+    try:
+        return [r.index for r in client.rerank(PROBE_QUERY, PROBE_DOCUMENTS).results]
+    finally:
+        client.close()
+

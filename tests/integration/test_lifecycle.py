@@ -20,10 +20,9 @@ from tritonclient.utils import InferenceServerException
 from python_backends.calibration import dump_profile, load_profile
 from python_backends.calibration.profiles import CalibrationProfile, PlattCalibrator
 from reranker_client import RerankClient
-from tests.triton_server import ROOT, RunningServer, start_server, stop_server, stub_pids
+from tests.triton_server import ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids
 
 PROFILE = Path("rerank_calibrate/profiles/all-minilm-l6-v2.json")
-QUERY, RELEVANT, IRRELEVANT = "What is the capital of France?", "Paris is the capital of France.", "Bananas are yellow."
 
 
 @pytest.fixture(scope="module")
@@ -83,17 +82,10 @@ def test_new_profile_takes_effect_under_load_without_failures_or_engine_reload(s
     assert stub_pids(server, "rerank_engine") == engine_pids  # the vLLM engine was not reloaded
 
 
-def _rank(server: RunningServer) -> list[int]:
-    client = RerankClient(server.grpc_url, protocol="grpc")
-    try:
-        return [r.index for r in client.rerank(QUERY, [IRRELEVANT, RELEVANT]).results]
-    finally:
-        client.close()
-
 
 def _rank_or_refusal(server: RunningServer) -> str:
     try:
-        return "ok" if _rank(server) == [1, 0] else "wrong"
+        return "ok" if probe_ranking(server) == [1, 0] else "wrong"
     except InferenceServerException as exc:
         if str(exc.status()) == "StatusCode.UNAVAILABLE" and "Server is stopping" in exc.message():
             return "refused"
@@ -107,7 +99,7 @@ def test_graceful_shutdown_answers_every_in_flight_request(swap_server):
     has stopped is refused ("Server is stopping"): that is why the Helm chart drains traffic before SIGTERM.
     """
     server, _ = swap_server
-    assert _rank(server) == [1, 0]
+    assert probe_ranking(server) == [1, 0]
     with ThreadPoolExecutor(max_workers=8) as pool:
         futures = [pool.submit(_rank_or_refusal, server) for _ in range(8)]
         time.sleep(0.5)
