@@ -27,6 +27,9 @@ from tests.triton_server import (
 # Run with nothing else on the machine (scripts/test.sh's second pass): a 1 s freeze outlives Triton's fixed 1 s stub
 # health wait more often when another test worker loads the 2-core machine.
 pytestmark = pytest.mark.alone
+# how Triton 2.51 ends when a frozen stub resumes after failing its health check (boost lock_exception -> abort; or
+# a segfault)
+ENDING_SIGNALS = (-signal.SIGABRT, -signal.SIGSEGV)
 
 
 class Servers:
@@ -98,7 +101,7 @@ def _freeze(pid: int, seconds: float) -> None:
 
 def test_engine_frozen_for_a_second_under_traffic_is_ridden_out_or_ends_the_server(own_server):
     """Issue 13 finding 7: a 1 s SIGSTOP of the engine stub under traffic made tritonserver abort (4 of 4). Now it is
-    mostly ridden out (8 of 10 runs of this test on the 2-core machine): every request in flight or sent during the
+    mostly ridden out (10 of 13 runs of this test on the 2-core machine): every request in flight or sent during the
     freeze gets its right answer and the server keeps running. When the freeze outlasts Triton's fixed 1 s stub
     health wait, Triton 2.51 still ends (SIGSEGV or SIGABRT): never a hang, and the supervisor restarts it."""
     (pid,) = stub_pids(own_server, "rerank_engine")
@@ -107,10 +110,10 @@ def test_engine_frozen_for_a_second_under_traffic_is_ridden_out_or_ends_the_serv
         _freeze(pid, 1.0)
         time.sleep(4)
     print("1 s freeze:", dict(traffic.outcomes), "server alive:", own_server.is_alive())
-    if not own_server.is_alive():
-        assert own_server.process.wait(timeout=60) in (-signal.SIGABRT, -signal.SIGSEGV)
+    if set(traffic.outcomes) != {"ok"}:  # it ended, or is ending (the abort can come seconds after the freeze)
+        assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, traffic.outcomes
         return
-    assert set(traffic.outcomes) == {"ok"} and traffic.outcomes["ok"] > 8
+    assert traffic.outcomes["ok"] > 8
     assert stub_pids(own_server, "rerank_engine") == [pid]
 
 
@@ -161,11 +164,9 @@ def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_ser
         _freeze(pid, 5.0)
         time.sleep(10)
     print("5 s freeze:", dict(traffic.outcomes), "server alive:", own_server.is_alive())
-    if own_server.is_alive():
-        problem = check(own_server.grpc_url)
-        if problem is None:
-            assert probe_ranking(own_server) == [1, 0]
-        else:
-            assert "Stub process 'rerank_engine_0_0' is not healthy" in problem, problem
-    else:
-        assert own_server.process.wait(timeout=60) in (-signal.SIGABRT, -signal.SIGSEGV)
+    problem = check(own_server.grpc_url) if own_server.is_alive() else "it has ended"
+    if problem is None:
+        assert probe_ranking(own_server) == [1, 0]
+    elif "Stub process 'rerank_engine_0_0' is not healthy" not in problem:
+        # ended, or ending: the abort can come seconds after the freeze
+        assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, problem
