@@ -11,6 +11,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from reranker_client import RerankClient
+
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = float(os.environ.get("TRITON_START_TIMEOUT_S", "300"))
 
@@ -144,8 +146,6 @@ PROBE_QUERY, PROBE_DOCUMENTS = "What is the capital of France?", ["Bananas are y
 
 def probe_ranking(server: RunningServer) -> list[int]:
     """The document indices of the probe pair in the server's order, over gRPC."""
-    from reranker_client import RerankClient
-
     client = RerankClient(server.grpc_url, protocol="grpc")
     try:
         return [r.index for r in client.rerank(PROBE_QUERY, PROBE_DOCUMENTS).results]

@@ -82,7 +82,6 @@ def test_new_profile_takes_effect_under_load_without_failures_or_engine_reload(s
     assert stub_pids(server, "rerank_engine") == engine_pids  # the vLLM engine was not reloaded
 
 
-
 def _rank_or_refusal(server: RunningServer) -> str:
     try:
         return "ok" if probe_ranking(server) == [1, 0] else "wrong"
