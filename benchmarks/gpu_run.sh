@@ -16,8 +16,9 @@
 #        bash benchmarks/gpu_run.sh", carry=[".gpu/kit-0.24.0"], timeout_s=600)                 # (b) correctness
 #
 # env: VLLM_VERSION (0.26.0)  MODELS ("qwen3"; also xlmr)  SYSTEMS (build,matmul,triton,async_llm,vllm_same,
-#      vllm_default,hf)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8,32"; "" = none)  SWEEP (";"-separated
-#      KEY=JSON engine overrides, one sweep point each)  BENCH_DEADLINE (seconds for all of it, 570)  BENCH_ARGS
+#      vllm_default,hf)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8"; "" = none)  SWEEP (";"-separated
+#      KEY=JSON engine overrides, one sweep point each)  OVERLOAD (Triton at this multiple of its last level's rate
+#      after the levels, 4; 0 = none)  BENCH_DEADLINE (seconds for all of it, 570)  BENCH_ARGS
 set -uo pipefail
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
@@ -30,7 +31,8 @@ export VLLM_VERSION=${VLLM_VERSION:-0.26.0}
 MODELS=${MODELS:-qwen3}
 SYSTEMS=${SYSTEMS:-build,matmul,triton,async_llm,vllm_same,vllm_default,hf}
 LEVELS=${LEVELS:-1,8,32,64}
-PERF=${PERF-8,32}
+PERF=${PERF-8}
+OVERLOAD=${OVERLOAD:-4}
 DEADLINE=${BENCH_DEADLINE:-570}
 VPY=${VPY:-/opt/torch/.venv/bin/python3}
 [ -x "$VPY" ] || VPY=$(command -v python3)
@@ -38,7 +40,7 @@ VPY=${VPY:-/opt/torch/.venv/bin/python3}
 if [ "${1:-}" = stash ]; then bash tools/offline_gpu/install_kit.sh --stash; exit; fi
 
 main() {
-say "gpu_run.sh vLLM $VLLM_VERSION models=[$MODELS] systems=$SYSTEMS levels=$LEVELS perf=[$PERF] deadline ${DEADLINE}s"
+say "gpu_run.sh vLLM $VLLM_VERSION models=[$MODELS] systems=$SYSTEMS levels=$LEVELS perf=[$PERF] overload=$OVERLOAD sweep=[${SWEEP:-}] deadline ${DEADLINE}s"
 nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
 say "install_kit"
 bash tools/offline_gpu/install_kit.sh || { say "install_kit FAILED"; return 1; }
@@ -63,7 +65,7 @@ for model in $MODELS; do
   say "benchmark $model (deadline ${left}s)"
   # shellcheck disable=SC2086
   $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$VLLM_VERSION/$model" \
-    --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --deadline "$left" --vllm-python "$VPY" \
+    --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --overload "$OVERLOAD" --deadline "$left" --vllm-python "$VPY" \
     "${sweep[@]}" ${BENCH_ARGS:-} || rc=$?
   for f in benchmark.json table.txt benchmark.png; do
     [ -f "/tmp/bench_out/$model/$f" ] && cp "/tmp/bench_out/$model/$f" "$OUT/$model.$f"

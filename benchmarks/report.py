@@ -141,12 +141,13 @@ def _system_lines(key: str, r: dict, w: int) -> list[str]:
     for lv in r.get("levels", []):
         lat, ts = lv["latency_ms"], lv.get("triton_stats", {})
         pre = f"{ts['share_pre_calibrate'] * 100:.1f}%" if ts else ""
-        eng = f"{ts['share_engine'] * 100:.0f}%" if ts else ""
+        vllm = f"{ts['share_vllm'] * 100:.1f}%" if "share_vllm" in ts else ""
         flag = "" if lv["complete"] and not lv["errors"] else "*"
+        wall = lv.get("wall", {}).get("pairs_per_s", lv["pairs_per_s"])
         lines.append(f"{key:<{w}}{lv['concurrency']:>5}{str(lv['requests']) + flag:>6}{lv['pairs_per_s']:>9.1f}"
-                     f"{lv['tokens_per_s']:>9}{lv.get('ceiling_share', 0) * 100:>6.1f}%"
+                     f"{wall:>9.1f}{lv['tokens_per_s']:>9}{lv.get('ceiling_share', 0) * 100:>6.1f}%"
                      f"{lat['p50'] or 0:>9.1f}{lat['p95'] or 0:>9.1f}{lat['p99'] or 0:>9.1f}"
-                     f"{mem_s:>8}{pre:>8}{eng:>7}")
+                     f"{mem_s:>8}{pre:>8}{vllm:>7}")
     extra = [f"startup {r['startup_s']} s"] if r.get("startup_s") is not None else []
     rates = [lv["prefix_cache_hit_rate"] for lv in r.get("levels", []) if lv.get("prefix_cache_hit_rate") is not None]
     if rates:
@@ -161,6 +162,13 @@ def _system_lines(key: str, r: dict, w: int) -> list[str]:
         extra.append(f"status {r.get('status')}: {r.get('error', '')[:100]}")
     if extra:
         lines.append(f"{'':{w}}  " + "; ".join(extra))
+    if r.get("overload"):
+        o = r["overload"]
+        lines.append(f"{'':{w}}  overload x{o['factor']} ({o['offered_requests_per_s']} req/s for {o['wall_s']} s): "
+                     f"sent {o['sent']}, answered {o['answered']} (p99 {o['answered_latency_ms']['p99']} ms), refused "
+                     f"{o['refused']} (p50 {o['refused_latency_ms']['p50']} ms), other {sum(o['other'].values())}, "
+                     f"lost {o['lost']}; GPU memory peak {o['gpu_memory']['peak_mib']} MiB; probe after: max|diff| "
+                     f"{o['probe_after_max_abs_diff']}")
     for row in (r.get("perf_analyzer") or {}).get("levels", []):
         pa = row.get("perf_analyzer", {})
         lines.append(f"{'':{w}}  perf_analyzer c={row['concurrency']}: {pa.get('infer_per_s')} infer/s "
@@ -179,17 +187,19 @@ def table(results: dict) -> str:
                      f"{work['flop_per_token'] / 1e9:.4g} GFLOP/token, text: {work['text']['source']}, "
                      f"preprocess encode {work['encode_ms_per_request_median']} ms/request")
     w = max([14] + [len(k) + 1 for k in load_keys(results)])
-    lines.append(f"{'system':<{w}}{'conc':>5}{'req':>6}{'pairs/s':>9}{'tok/s':>9}{'%ceil':>7}{'p50ms':>9}{'p95ms':>9}"
-                 f"{'p99ms':>9}{'memGiB':>8}{'pre+cal':>8}{'engine':>7}")
+    lines.append(f"{'system':<{w}}{'conc':>5}{'req':>6}{'pairs/s':>9}{'wall':>9}{'tok/s':>9}{'%ceil':>7}{'p50ms':>9}"
+                 f"{'p95ms':>9}{'p99ms':>9}{'memGiB':>8}{'pre+cal':>8}{'vllm':>7}")
     for key in load_keys(results):
         lines += _system_lines(key, results[key], w)
     for pair, c in (results.get("cross_check") or {}).items():
         if "max_abs_raw_diff" in c:
             lines.append(f"scores {pair}: max|raw diff| {c['max_abs_raw_diff']} (raw std {c['raw_std']}), "
                          f"spearman >= {c['spearman_min']}, top-10 overlap >= {c['top10_overlap_min']}")
-    lines.append("* = level incomplete (errors or time budget); %ceil = useful FLOP/s over the matmul rate; "
-                 "pre+cal / engine = share of mean request latency (Triton stats); engine = rerank_engine's execute, which only "
-                 "hands over (and waits while the in-flight token budget is spent): vLLM's own time is in neither")
+    lines.append("* = level incomplete (errors or time budget); pairs/s, tok/s, %ceil: over the steady window (every "
+                 "worker answered once .. last send, loadtest/closed_loop.py), wall = pairs/s over the whole level; "
+                 "%ceil = useful FLOP/s over the matmul rate; pre+cal (Triton's compute time of preprocess and "
+                 "calibrate) and vllm (hand-over to answer in rerank_engine, its counters) = shares of the mean "
+                 "request latency")
     return "\n".join(lines)
 
 

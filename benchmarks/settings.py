@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # seconds per step; a step's child is stopped at its budget and the next one starts
 # (GPU: an engine start took over 2 min in the first H200 probe, tools/offline_gpu/NOTES.md; the levels of one
 # system take ~30-60 s; --deadline shares what is left among the later systems)
-BUDGETS = {"build": 120, "matmul": 40, "triton": 300, "async_llm": 160, "vllm_same": 160, "vllm_default": 160,
+BUDGETS = {"build": 120, "matmul": 40, "triton": 330, "async_llm": 160, "vllm_same": 180, "vllm_default": 180,
            "hf": 100}
 TINY_BUDGETS = {"build": 200, "matmul": 60, "triton": 400, "async_llm": 300, "vllm_same": 300, "vllm_default": 300,
                 "hf": 150}
@@ -41,6 +41,8 @@ class Settings:
     full_load: bool = False  # --tiny models with the real load shape (64 docs x ~500 tokens)
     perf_levels: list[int] = field(default_factory=list)  # perf_analyzer concurrency levels (Triton system)
     perf_requests: int = 16  # distinct requests in perf_analyzer's input data
+    overload_factor: float = 0.0  # Triton system: open-loop load at this multiple of the last level's rate (0: none)
+    overload_s: float = 10.0
 
     @property
     def variant(self) -> str:
@@ -72,7 +74,8 @@ class Settings:
         return corpus.TINY_SHAPE if self.tiny and not self.full_load else corpus.Shape()
 
     def plan(self) -> list[tuple[int, int]]:
-        return [(c, max(2 * c, self.min_requests)) for c in self.concurrency]
+        """Requests per level: 3 rounds at least, so the steady window (loadtest/closed_loop.py) holds one or more."""
+        return [(c, max(3 * c, self.min_requests)) for c in self.concurrency]
 
     def total_requests(self) -> int:
         return self.probe + self.warmup + sum(n for _, n in self.plan())
@@ -99,7 +102,7 @@ def parse_args(argv=None, systems: tuple[str, ...] = ()):
     ap.add_argument("--model", choices=tuple(VARIANTS), default="qwen3")
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     ap.add_argument("--concurrency", default=None, help="default 1,8,32,64 (tiny: 1,2)")
-    ap.add_argument("--min-requests", type=int, default=None, help="requests per level: max(2c, this); default 16")
+    ap.add_argument("--min-requests", type=int, default=None, help="requests per level: max(3c, this); default 48")
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--probe", type=int, default=2, help="requests whose raw scores are compared across systems")
     ap.add_argument("--request-timeout", type=float, default=120)
@@ -117,6 +120,9 @@ def parse_args(argv=None, systems: tuple[str, ...] = ()):
                          "invocation with the same --work stay)")
     ap.add_argument("--perf-analyzer", default="", metavar="LEVELS",
                     help="perf_analyzer concurrency levels against the Triton server, e.g. 8,32 (empty: none)")
+    ap.add_argument("--overload", type=float, default=0.0, metavar="FACTOR",
+                    help="after the levels, the Triton system sends FACTOR x the last level's request rate for 10 s "
+                         "(benchmarks/systems/overload.py); 0: none")
     ap.add_argument("--deadline", type=float, default=None, help="seconds for the whole invocation")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--settings", type=Path, help=argparse.SUPPRESS)
@@ -140,8 +146,8 @@ def settings_from(args, device: str) -> Settings:
     return Settings(
         out=args.out.resolve(), work=args.work.resolve(), tiny=args.tiny, model=args.model, device=device,
         concurrency=[int(c) for c in conc.split(",") if c.strip()],
-        min_requests=args.min_requests if args.min_requests is not None else (4 if args.tiny else 16),
+        min_requests=args.min_requests if args.min_requests is not None else (8 if args.tiny else 48),
         warmup=args.warmup, probe=args.probe, request_timeout_s=args.request_timeout, budgets=budgets,
         triton_start=triton_start, vllm_python=args.vllm_python, full_load=args.full_load,
-        perf_levels=[int(c) for c in args.perf_analyzer.split(",") if c.strip()],
+        perf_levels=[int(c) for c in args.perf_analyzer.split(",") if c.strip()], overload_factor=args.overload,
     )

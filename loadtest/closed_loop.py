@@ -4,6 +4,11 @@ What perf_analyzer's ``--concurrency-range C:C`` does: C workers each take the n
 for the answer and go on, until ``max_requests`` indices were taken or the ``until`` time (time.perf_counter) has
 passed. The caller's ``send(index)`` coroutine does the protocol work (gRPC, HTTP, an in-process engine); an
 exception it raises counts as an error, not as a latency.
+
+Throughput is read the way perf_analyzer reads it, over a steady window (`LoopResult.steady`): from the moment
+every worker has had one answer (before it, the pipeline is still filling: nothing had time to finish) to the
+last send (after it, fewer than C requests are in flight). Over the whole wall clock a short run undercounts by
+about C/2 requests' worth of work; on the H200 that was 8% at C=8 over 16 requests (benchmarks/results/README.md).
 """
 
 from __future__ import annotations
@@ -42,6 +47,14 @@ def latency_summary(latencies_s: list[float], digits: int = 3) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class SteadyWindow:
+    """The answers that completed inside the steady part of a run, and how long that part lasted."""
+
+    done: list[int]
+    seconds: float
+
+
 @dataclass
 class LoopResult:
     concurrency: int
@@ -50,6 +63,19 @@ class LoopResult:
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     client_cpu_s: float = 0.0
+    finishes: list[tuple[float, int | None]] = field(default_factory=list)  # (perf_counter, index; None: error)
+    last_send: float = 0.0
+
+    @property
+    def steady(self) -> SteadyWindow | None:
+        """Answers completed after every worker had finished once and up to the last send; None when that
+        window holds fewer than `concurrency` answers (too short a run to say)."""
+        if len(self.finishes) <= self.concurrency:
+            return None
+        start = self.finishes[self.concurrency - 1][0]
+        inside = [index for at, index in self.finishes[self.concurrency:] if at <= self.last_send and index is not None]
+        seconds = self.last_send - start
+        return SteadyWindow(inside, seconds) if len(inside) >= self.concurrency and seconds > 0 else None
 
     def summary(self) -> dict:
         return {
@@ -83,14 +109,16 @@ async def closed_loop(
         while (max_requests <= 0 or taken < max_requests) and (until is None or time.perf_counter() < until):
             index = first + taken
             taken += 1
-            t0 = time.perf_counter()
+            t0 = result.last_send = time.perf_counter()
             try:
                 await asyncio.wait_for(send(index), timeout_s)
             except Exception as exc:  # noqa: BLE001 - counted and reported
                 result.errors.append(f"{type(exc).__name__}: {exc}"[:300])
+                result.finishes.append((time.perf_counter(), None))
                 continue
             result.latencies_s.append(time.perf_counter() - t0)
             result.done.append(index)
+            result.finishes.append((time.perf_counter(), index))
 
     cpu0 = time.process_time()
     t0 = time.perf_counter()

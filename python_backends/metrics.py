@@ -48,6 +48,29 @@ class PreprocessMetrics:
             self.truncated.increment(result.truncated)
 
 
+class EngineMetrics:
+    """How long vLLM held each request. The engine step's `execute` only hands requests over, so Triton's own
+    compute time for `rerank_engine` leaves vLLM out; these two counters put it back: their rates' quotient is the
+    mean time from hand-over to scores."""
+
+    OUTCOMES = ("ok", "error")
+
+    def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
+        counter = pb_utils.MetricFamily.COUNTER
+        answered = pb_utils.MetricFamily(
+            "reranker_engine_requests_total", "Requests the engine answered after handing them to vLLM, by outcome",
+            counter)
+        seconds = pb_utils.MetricFamily(
+            "reranker_engine_vllm_seconds_total", "Seconds from hand-over to vLLM until the answer, summed", counter)
+        self._families = (answered, seconds)
+        self.answered = {outcome: answered.Metric(labels={**labels, "outcome": outcome}) for outcome in self.OUTCOMES}
+        self.seconds = seconds.Metric(labels=labels)
+
+    def record(self, ok: bool, seconds: float) -> None:
+        self.answered["ok" if ok else "error"].increment(1)
+        self.seconds.increment(seconds)
+
+
 class CalibrationMetrics:
     """The calibration profile in force, as an info-style gauge (1 for the current name@version)."""
 

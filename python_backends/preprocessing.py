@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,11 +94,8 @@ class Preprocessor:
             raise InvalidRequest(f"QUERY: {exc}") from None
         except EmptyTextError as exc:
             raise empty_text_error(exc.name) from None
-        flat_ids = np.fromiter((t for seq in encoded.token_ids for t in seq), dtype=np.int32)
-        if encoded.token_type_ids is None:
-            flat_types = np.zeros_like(flat_ids)
-        else:
-            flat_types = np.fromiter((t for seq in encoded.token_type_ids for t in seq), dtype=np.int32)
+        flat_ids = _flat(encoded.token_ids)
+        flat_types = np.zeros_like(flat_ids) if encoded.token_type_ids is None else _flat(encoded.token_type_ids)
         return EngineInputs(
             token_ids=flat_ids,
             token_type_ids=flat_types,
@@ -150,6 +148,10 @@ class Preprocessor:
         if sum(_input_bytes(raw) for raw in batch) > TRIM_AFTER_BYTES:
             release_memory()
         return results
+
+
+def _flat(sequences: list[list[int]]) -> np.ndarray:
+    return np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int32, count=sum(map(len, sequences)))
 
 
 def _input_bytes(raw: RawRequest) -> int:

@@ -87,10 +87,10 @@ class LongDocuments:
     def fit(self, encoding: Encoding, budget: int, cap: int | None = None) -> tuple[list[Encoding], bool]:
         """The encoding(s) to score for one document, and whether it had to be cut or split."""
         span = self.span(budget, cap)
-        cut = len(encoding.ids) > span
+        cut = len(encoding) > span
         if cut:
             encoding.truncate(span)
-        if len(encoding.ids) <= budget:
+        if len(encoding) <= budget:
             return [encoding], cut
         if self.window_overlap is None:
             encoding.truncate(budget)
@@ -135,11 +135,12 @@ class BoundedTokenizer:
         pending, limit = list(range(len(texts))), (keep + self.MARGIN) * self.CHARS_PER_TOKEN
         while pending:
             cuts = [texts[i][:limit] for i in pending]
-            encodings = self._tok.encode_batch([head + cut for cut in cuts], add_special_tokens=False)
+            # _fast: no character offsets (nothing here reads them), ~20% less time than encode_batch
+            encodings = self._tok.encode_batch_fast([head + cut for cut in cuts], add_special_tokens=False)
             retry = []
             for index, cut, encoding in zip(pending, cuts, encodings):
                 whole = len(cut) == len(texts[index])
-                if whole or len(encoding.ids) - head_tokens > keep + self.MARGIN // 2:
+                if whole or len(encoding) - head_tokens > keep + self.MARGIN // 2:
                     results[index] = encoding
                 else:
                     retry.append(index)
@@ -265,7 +266,8 @@ class Qwen3YesNoPrompts(_EncoderBase):
         ids, owners, truncated = [], [], 0
         for index, body in enumerate(bodies):
             # The body ends with the document: only the part after the query head is cut or windowed.
-            head, document = body.ids[:head_tokens], body.ids[head_tokens:]
+            body_ids = body.ids  # each .ids read builds a new list
+            head, document = body_ids[:head_tokens], body_ids[head_tokens:]
             _check_not_empty(f"DOCUMENTS[{index}]", document, self._specials_ids)
             pieces, cut = self._long.fit_ids(document, budget - head_tokens, max_tokens_per_doc)
             truncated += cut

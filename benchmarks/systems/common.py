@@ -12,17 +12,28 @@ from benchmarks.workload import Workload
 from loadtest.closed_loop import LoopResult, closed_loop
 
 
+def _rates(done: list[int], seconds: float, work: Workload) -> dict:
+    return {
+        "requests_per_s": round(len(done) / seconds, 3),
+        "pairs_per_s": round(sum(work.pairs(i) for i in done) / seconds, 1),
+        "tokens_per_s": round(sum(work.tokens[i] for i in done) / seconds),
+        "useful_flops_per_s": sum(work.flops[i] for i in done) / seconds,
+    }
+
+
 def level_result(loop: LoopResult, work: Workload, planned: int) -> dict:
-    wall = loop.wall_s
+    """Rates over the steady window (perf_analyzer's way, loadtest/closed_loop.py), the whole-wall rates beside
+    them; latency percentiles over every answer."""
     out = loop.summary()
-    out.update({
-        "planned": planned,
-        "complete": len(loop.done) == planned,
-        "requests_per_s": round(len(loop.done) / wall, 3) if wall else 0.0,
-        "pairs_per_s": round(sum(work.pairs(i) for i in loop.done) / wall, 1) if wall else 0.0,
-        "tokens_per_s": round(sum(work.tokens[i] for i in loop.done) / wall) if wall else 0,
-        "useful_flops_per_s": sum(work.flops[i] for i in loop.done) / wall if wall else 0.0,
-    })
+    out.update({"planned": planned, "complete": len(loop.done) == planned})
+    wall = _rates(loop.done, loop.wall_s, work) if loop.wall_s else {}
+    out["wall"] = {"seconds": round(loop.wall_s, 3), **wall}
+    window = loop.steady
+    if window is None:  # too short to have a steady part: the wall rates, marked so
+        out.update(wall, rate_window="wall")
+    else:
+        out.update(_rates(window.done, window.seconds, work), rate_window="steady",
+                   steady={"seconds": round(window.seconds, 3), "requests": len(window.done)})
     return out
 
 

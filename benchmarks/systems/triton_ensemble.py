@@ -19,7 +19,7 @@ from pathlib import Path
 from benchmarks import engine_config, hf_cache
 from benchmarks.procs import ROOT, ServerProcess, free_port, http_json, http_ok, log
 from benchmarks.settings import Settings
-from benchmarks.systems import perf_analyzer, triton_stats
+from benchmarks.systems import overload, perf_analyzer, triton_stats
 from benchmarks.systems.common import drive
 from benchmarks.workload import Workload
 from loadtest import payload
@@ -50,7 +50,8 @@ def start(s: Settings, result: dict, pgid_file: Path, deadline: float) -> tuple[
     engine_cfg = engine_config.config_path(config, repository=repo)
     shutil.copy(engine_cfg, s.logs / f"triton_rerank_engine.{config}.pbtxt")
     server = ServerProcess(argv, s.logs / "triton_server.log", env, pgid_file)
-    urls = {"http": f"127.0.0.1:{ports['HTTP_PORT']}", "grpc": f"127.0.0.1:{ports['GRPC_PORT']}"}
+    urls = {"http": f"127.0.0.1:{ports['HTTP_PORT']}", "grpc": f"127.0.0.1:{ports['GRPC_PORT']}",
+            "metrics": f"127.0.0.1:{ports['METRICS_PORT']}"}
     try:
         startup = server.wait_ready(lambda: http_ok(f"http://{urls['http']}/v2/health/ready"),
                                     deadline - time.monotonic() - 30, "tritonserver")
@@ -91,7 +92,7 @@ async def measure(s: Settings, work: Workload, urls: dict, result: dict, deadlin
 
     def between(when, before=None, level=None):
         time.sleep(0.5)  # let the last batch's statistics land
-        now = triton_stats.snapshot(urls["http"])
+        now = triton_stats.snapshot(urls["http"], urls["metrics"])
         return now if when == "before" else triton_stats.delta(before, now, level)
 
     try:
@@ -101,12 +102,22 @@ async def measure(s: Settings, work: Workload, urls: dict, result: dict, deadlin
         result["http_vs_grpc_max_abs_diff"] = max(
             (float(np.max(np.abs(np.asarray(a["raw"]) - np.asarray(b["raw"]))))
              for a, b in zip(result["probe"], result["probe_http"])), default=None)
-        if s.perf_levels:
-            reqs = work.requests[: s.perf_requests]
-            result["perf_analyzer"] = await perf_analyzer.compare(infer, reqs, urls["grpc"], s.perf_levels,
-                                                                  s.logs / "perf_analyzer", deadline)
+        if s.point == "base":  # a sweep point measures the engine change only
+            await server_checks(s, work, urls, infer, probe, result, deadline)
     finally:
         await client.close()
+
+
+async def server_checks(s: Settings, work: Workload, urls: dict, infer, probe, result: dict, deadline: float) -> None:
+    """perf_analyzer beside the load generator, then the overload, on the server the levels ran against."""
+    if s.perf_levels:
+        reqs = work.requests[: s.perf_requests]
+        result["perf_analyzer"] = await perf_analyzer.compare(infer, reqs, urls["grpc"], s.perf_levels,
+                                                              s.logs / "perf_analyzer", deadline)
+    if s.overload_factor and result["levels"] and time.monotonic() < deadline - 3 * s.overload_s:
+        result["overload"] = await overload.run(
+            infer, probe, result["probe"][0]["raw"], len(work.requests), result["levels"][-1]["requests_per_s"],
+            s.overload_factor, s.overload_s)
 
 
 def run(s: Settings, result: dict, pgid_file: Path) -> None:

@@ -1,15 +1,28 @@
 """Triton's per-model statistics (/v2/models/<m>/stats) before and after a level: each step's queue and compute time
-per request, its batches and busy share, and the shares of the mean end-to-end latency the client saw."""
+per request, its batches and busy share, and the shares of the mean end-to-end latency the client saw. vLLM's own
+time per request comes from the engine step's counters on the metrics port (python_backends/metrics.py
+EngineMetrics): Triton's compute time for rerank_engine covers only the hand-over."""
 
 from __future__ import annotations
+
+import urllib.request
 
 from benchmarks.procs import http_json
 
 TRITON_MODELS = ("reranker", "rerank_preprocess", "rerank_engine", "rerank_calibrate")
+ENGINE_COUNTERS = {"vllm_s": "reranker_engine_vllm_seconds_total",
+                   "vllm_ok": 'reranker_engine_requests_total{model="rerank_engine",outcome="ok"'}
 
 
-def snapshot(http: str) -> dict:
-    out = {}
+def _engine_counters(metrics: str) -> dict:
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as response:
+        lines = response.read().decode().splitlines()
+    return {key: sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
+            for key, prefix in ENGINE_COUNTERS.items()}
+
+
+def snapshot(http: str, metrics: str) -> dict:
+    out = {"engine_counters": _engine_counters(metrics)}
     for m in TRITON_MODELS:
         st = http_json(f"http://{http}/v2/models/{m}/stats", timeout=10)["model_stats"][0]
         inf = st["inference_stats"]
@@ -30,6 +43,7 @@ def delta(before: dict, after: dict, level: dict) -> dict:
     """Per request (means, ms) and as shares of the mean end-to-end latency the client saw."""
     d = {m: {k: after[m][k] - before[m][k] for k in after[m]} for m in after}
     e2e_ms = level["latency_ms"]["mean"] or float("nan")
+    vllm_ms = d["engine_counters"]["vllm_s"] * 1000 / max(1, d["engine_counters"]["vllm_ok"])
     per = {}
     for m in TRITON_MODELS[1:]:
         n = max(1, d[m]["count"])  # its own requests: stats of the last batch may land after the client's answer
@@ -53,10 +67,10 @@ def delta(before: dict, after: dict, level: dict) -> dict:
         "pre_calibrate_compute_ms": round(pre_cal, 3),
         "engine_compute_ms": round(engine, 3),
         "queue_ms": round(queues, 3),
+        "vllm_ms": round(vllm_ms, 3),  # hand-over to answer, inside the engine step (EngineMetrics)
         "share_pre_calibrate": round(pre_cal / e2e_ms, 4),
-        "share_engine": round(engine / e2e_ms, 4),
+        "share_engine": round(engine / e2e_ms, 4),  # the hand-over (and the wait while the in-flight budget is spent)
         "share_queue": round(queues / e2e_ms, 4),
-        # vLLM's own time is here: rerank_engine's execute only validates and hands over (waiting for the in-flight
-        # token budget when it is spent); the answer comes later through the response sender
-        "share_other": round(1 - (pre_cal + engine + queues) / e2e_ms, 4),  # vLLM, network, ensemble hops, client
+        "share_vllm": round(vllm_ms / e2e_ms, 4),
+        "share_other": round(1 - (pre_cal + engine + queues + vllm_ms) / e2e_ms, 4),  # network, ensemble hops, client
     }}

@@ -3,17 +3,20 @@
 `execute` returns before vLLM has scored anything, so each request is answered later with exactly one final
 response. Sending is a blocking IPC call to the Triton server; it runs here, not on vLLM's event loop, which
 would otherwise stall every request in flight while one response is written (vllm_backend does the same).
+Each request handed to vLLM is timed from hand-over to its answer (`EngineMetrics`).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from concurrent.futures import CancelledError, Future
 from typing import Any
 
 import numpy as np
 
+from ..metrics import EngineMetrics
 from ..triton_io import error_response
 from .runtime import EngineDead
 
@@ -31,23 +34,29 @@ def engine_error(pb_utils: Any, exc: BaseException) -> Any:
 class ReplyThread:
     """Sends the final response of each finished request; `close` returns once every queued reply is sent."""
 
-    def __init__(self, pb_utils: Any, output_name: str) -> None:
+    def __init__(self, pb_utils: Any, output_name: str, metrics: EngineMetrics) -> None:
         self._pb = pb_utils
         self._output = output_name
+        self._metrics = metrics
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="rerank-engine-replies", daemon=True)
         self._thread.start()
 
     def send_error(self, sender: Any, exc: BaseException) -> None:
-        self._queue.put((sender, exc))
+        """A request refused before vLLM saw it (not timed)."""
+        self._queue.put((sender, exc, None))
 
     def send_when_done(self, sender: Any, future: Future) -> None:
-        future.add_done_callback(lambda done: self._queue.put((sender, done)))
+        handed_over = time.monotonic()
+        future.add_done_callback(lambda done: self._queue.put((sender, done, time.monotonic() - handed_over)))
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            sender, outcome = item
-            sender.send(self._response(outcome), flags=self._pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender, outcome, seconds = item
+            response = self._response(outcome)
+            sender.send(response, flags=self._pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            if seconds is not None:
+                self._metrics.record(not response.has_error(), seconds)
 
     def _response(self, outcome: Future | BaseException) -> Any:
         if isinstance(outcome, BaseException):

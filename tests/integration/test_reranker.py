@@ -236,11 +236,11 @@ def _metrics(server) -> str:
         return response.read().decode()
 
 
-def _metric_value(text: str, name: str, model: str) -> float:
+def _metric_value(text: str, name: str, model: str, label: str = "") -> float:
     for line in text.splitlines():
-        if line.startswith(name + "{") and f'model="{model}"' in line:
+        if line.startswith(name + "{") and f'model="{model}"' in line and label in line:
             return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"{name} for {model} not in /metrics")
+    raise AssertionError(f"{name}{{{label}}} for {model} not in /metrics")
 
 
 def test_custom_metrics_count_pairs_and_truncations(server, client):
@@ -252,6 +252,11 @@ def test_custom_metrics_count_pairs_and_truncations(server, client):
     assert delta("reranker_admitted_pairs_total") == 3
     assert delta("reranker_truncated_pairs_total") == 1
     assert delta("reranker_admitted_tokens_total") > 256
+    engine = lambda name, label="": _metric_value(after, name, "rerank_engine", label) - _metric_value(
+        before, name, "rerank_engine", label)
+    assert engine("reranker_engine_requests_total", 'outcome="ok"') == 1
+    assert engine("reranker_engine_requests_total", 'outcome="error"') == 0
+    assert 0 < engine("reranker_engine_vllm_seconds_total") < 30  # vLLM's time for this one request
     assert 'reranker_calibration_profile_info{model="rerank_calibrate"' in after
     assert "nv_inference_request_success" in after  # Triton's own metrics sit beside ours
 

@@ -71,9 +71,9 @@ def test_cut_before_tokenizing_reads_a_bounded_prefix(paths):
         def __init__(self, inner: Tokenizer) -> None:
             self.inner = inner
 
-        def encode_batch(self, texts, add_special_tokens):
+        def encode_batch_fast(self, texts, add_special_tokens):
             seen.extend(len(t) for t in texts)
-            return self.inner.encode_batch(texts, add_special_tokens=add_special_tokens)
+            return self.inner.encode_batch_fast(texts, add_special_tokens=add_special_tokens)
 
     doc = _prose(13000)[:65536]
     BoundedTokenizer(Recording(_backend(paths["minilm"]))).encode_batch([doc] * 3, 254)

@@ -11,6 +11,7 @@ import logging
 import triton_python_backend_utils as pb_utils
 
 from python_backends.engine import TENSORS, AsyncEngine, EngineDead, EngineSettings, ReplyThread, SequenceBatch
+from python_backends.metrics import EngineMetrics, model_labels
 from python_backends.triton_io import required_array
 from python_backends.triton_params import ModelParameters
 
@@ -23,7 +24,7 @@ class TritonPythonModel:
         settings = EngineSettings.from_parameters(ModelParameters.from_model_config(args["model_config"]))
         on_gpu = args.get("model_instance_kind") == "GPU"
         self.engine = AsyncEngine(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None)
-        self.replies = ReplyThread(pb_utils, "RAW_SCORES")
+        self.replies = ReplyThread(pb_utils, "RAW_SCORES", EngineMetrics(pb_utils, model_labels(args)))
         self.engine.on_death(self._unload)
 
     def execute(self, requests: list) -> None:
