@@ -18,7 +18,7 @@ import numpy as np
 from .model_family import detect_model
 from .model_source import resolve_model
 from .request_validation import InputLimits, InvalidRequest, Overloaded, RerankRequest, empty_text_error, parse_request
-from .tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, make_encoder
+from .tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, limit_threads, make_encoder
 from .triton_params import ConfigError, ModelParameters
 
 
@@ -64,6 +64,9 @@ class Preprocessor:
 
     @classmethod
     def from_parameters(cls, params: ModelParameters) -> "Preprocessor":
+        threads = params.integer("tokenizer_threads", minimum=0)
+        if threads:  # 0: the tokenizer's own default, one thread per core
+            limit_threads(threads)
         model = resolve_model(params.text("model"))
         info = detect_model(model)
         mode = params.text("long_documents")

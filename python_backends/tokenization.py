@@ -13,6 +13,7 @@ document costs what its first few thousand characters cost.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -146,6 +147,13 @@ class BoundedTokenizer:
                     retry.append(index)
             pending, limit = retry, limit * 4
         return results  # type: ignore[return-value]
+
+
+def limit_threads(threads: int) -> None:
+    """Size the Rust tokenizer's thread pool (rayon's, one per process, built at the first batch; default one
+    thread per core). Several preprocess instances each with a pool per core oversubscribe the CPU and starve
+    vLLM's engine-core process of the time it needs to keep the GPU fed (H200 run, benchmarks/results/README.md)."""
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
 
 
 def _backend(model: str) -> Tokenizer:

@@ -49,7 +49,9 @@ PIP_DL="python3 -m pip download -q --no-deps --only-binary=:all: --python-versio
 # diskcache==5.6.3. pydantic 2.14.4 wants pydantic-core 2.50.5 and typing-extensions >= 4.16.
 # The heavy pins the two share or differ in (flashinfer, cutlass-dsl, humming/quack/tilelang
 # kernels, numba) are not carried: a pooling model on an H200 does not load them (NOTES.md).
-SHARED_PINS="llguidance==1.7.6 openai==3.57.0 jiter==0.19.0
+# compressed-tensors (and its loguru) are what `quantization="fp8"` imports: the benchmark's FP8 sweep point
+# failed without them on 2026-12-03 (ModuleNotFoundError); both releases pin 0.17.0.
+SHARED_PINS="compressed-tensors==0.17.0 loguru==0.7.3 llguidance==1.7.6 openai==3.57.0 jiter==0.19.0
  httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5 sniffio==1.3.1 openai-harmony==0.0.8
  pyzmq==27.3.0 cbor2==6.3.0 msgspec==0.23.0 fastapi==0.136.3 starlette==1.10.0 pybase64==1.5.1
  py-cpuinfo==9.0.0 cachetools==8.0.2 partial-json-parser==0.2.1.1.post7 pydantic==2.14.4
