@@ -8,7 +8,7 @@ exception it raises counts as an error, not as a latency.
 Throughput is read the way perf_analyzer reads it, over a steady window (`LoopResult.steady`): from the moment
 every worker has had one answer (before it, the pipeline is still filling: nothing had time to finish) to the
 last send (after it, fewer than C requests are in flight). Over the whole wall clock a short run undercounts by
-about C/2 requests' worth of work; on the H200 that was 8% at C=8 over 16 requests (benchmarks/results/README.md).
+about C/2 requests' worth of work: on the H200, 616 vs 597 pairs/s at C=8 over 48 requests (benchmarks/results/README.md).
 """
 
 from __future__ import annotations
