@@ -59,12 +59,16 @@ class SteadyWindow:
 class LoopResult:
     concurrency: int
     latencies_s: list[float] = field(default_factory=list)
-    done: list[int] = field(default_factory=list)  # indices answered, in completion order
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     client_cpu_s: float = 0.0
     finishes: list[tuple[float, int | None]] = field(default_factory=list)  # (perf_counter, index; None: error)
     last_send: float = 0.0
+
+    @property
+    def done(self) -> list[int]:
+        """Indices answered, in completion order."""
+        return [index for _, index in self.finishes if index is not None]
 
     @property
     def steady(self) -> SteadyWindow | None:
@@ -117,7 +121,6 @@ async def closed_loop(
                 result.finishes.append((time.perf_counter(), None))
                 continue
             result.latencies_s.append(time.perf_counter() - t0)
-            result.done.append(index)
             result.finishes.append((time.perf_counter(), index))
 
     cpu0 = time.process_time()

@@ -10,8 +10,9 @@ import urllib.request
 from benchmarks.procs import http_json
 
 TRITON_MODELS = ("reranker", "rerank_preprocess", "rerank_engine", "rerank_calibrate")
+# the seconds counter sums every request handed to vLLM, whatever its outcome: divide by all of them
 ENGINE_COUNTERS = {"vllm_s": "reranker_engine_vllm_seconds_total",
-                   "vllm_ok": 'reranker_engine_requests_total{model="rerank_engine",outcome="ok"'}
+                   "vllm_requests": 'reranker_engine_requests_total{model="rerank_engine"'}
 
 
 def _engine_counters(metrics: str) -> dict:
@@ -43,7 +44,7 @@ def delta(before: dict, after: dict, level: dict) -> dict:
     """Per request (means, ms) and as shares of the mean end-to-end latency the client saw."""
     d = {m: {k: after[m][k] - before[m][k] for k in after[m]} for m in after}
     e2e_ms = level["latency_ms"]["mean"] or float("nan")
-    vllm_ms = d["engine_counters"]["vllm_s"] * 1000 / max(1, d["engine_counters"]["vllm_ok"])
+    vllm_ms = d["engine_counters"]["vllm_s"] * 1000 / max(1, d["engine_counters"]["vllm_requests"])
     per = {}
     for m in TRITON_MODELS[1:]:
         n = max(1, d[m]["count"])  # its own requests: stats of the last batch may land after the client's answer
