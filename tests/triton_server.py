@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import json
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -152,3 +153,20 @@ def probe_ranking(server: RunningServer) -> list[int]:
     finally:
         client.close()
 
+
+
+def model_stats(server: RunningServer, model: str) -> dict:
+    with urllib.request.urlopen(f"http://{server.http_url}/v2/models/{model}/stats") as response:
+        return json.load(response)["model_stats"][0]
+
+
+def stats_after(server: RunningServer, model: str, before: dict, inferences: int, timeout_s: float = 10) -> dict:
+    """The step's statistics once it has counted `inferences` more requests than `before`, or when timeout_s is up.
+    The Python backend records a batch's statistics after the stub has sent its responses, so a client can hold the
+    last answer before the count includes it (CI once read 23 of 24)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stats = model_stats(server, model)
+        if stats["inference_count"] - before["inference_count"] >= inferences or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.05)

@@ -5,8 +5,6 @@ engine request, 9 of 9 rounds)."""
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -15,6 +13,7 @@ import tritonclient.grpc as grpc_client
 from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient
+from tests.triton_server import model_stats, stats_after
 
 QUERY, RELEVANT, IRRELEVANT = "What is the capital of France?", "Paris is the capital of France.", "Bananas are yellow."
 NEIGHBOURS = 8
@@ -96,21 +95,16 @@ def _public(url: str) -> bool:
         client.close()
 
 
-def _stats(server, model: str) -> dict:
-    with urllib.request.urlopen(f"http://{server.http_url}/v2/models/{model}/stats") as response:
-        return json.load(response)["model_stats"][0]
-
-
 @pytest.mark.parametrize("model,case,tensors", CASES, ids=[f"{m}: {c}" for m, c, _ in CASES])
 def test_malformed_direct_call_fails_alone_and_batched_public_requests_succeed(server, model, case, tensors):
-    before = _stats(server, model)
+    before = model_stats(server, model)
     with ThreadPoolExecutor(max_workers=NEIGHBOURS + 1) as pool:
         for _ in range(ROUNDS):
             bad = pool.submit(_direct, server.grpc_url, model, tensors)
             neighbours = [pool.submit(_public, server.grpc_url) for _ in range(NEIGHBOURS)]
             assert bad.result(timeout=120) == "StatusCode.INVALID_ARGUMENT", case
             assert sum(f.result(timeout=120) for f in neighbours) == NEIGHBOURS, case
-    after = _stats(server, model)
+    after = stats_after(server, model, before, ROUNDS * NEIGHBOURS)
     # the step really ran batches holding public requests together (not one request per batch). Only the public
     # ones are counted: Triton 2.51 counts a request its model answered with an error in inference_count in some
     # batches and not in others (CI saw 0 to 3 of the 3 bad calibrate requests counted).

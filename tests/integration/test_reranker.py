@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,6 +11,7 @@ from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient, build_inputs
 from reranker_client import protocol_module as _protocol_module
+from tests.triton_server import model_stats, stats_after
 
 KNOWN = [
     (
@@ -97,13 +97,8 @@ def test_http_and_grpc_agree(server):
     np.testing.assert_allclose(by_protocol["http"], by_protocol["grpc"], atol=1e-6)
 
 
-def _engine_stats(server) -> dict:
-    with urllib.request.urlopen(f"http://{server.http_url}/v2/models/rerank_engine/stats") as response:
-        return json.load(response)["model_stats"][0]
-
-
 def test_dynamic_batching_groups_concurrent_requests(server, protocol):
-    before = _engine_stats(server)
+    before = model_stats(server, "rerank_engine")
     queries = [f"question {i} about bread baking" for i in range(24)]
 
     def one(query: str) -> list[int]:
@@ -115,7 +110,7 @@ def test_dynamic_batching_groups_concurrent_requests(server, protocol):
 
     with ThreadPoolExecutor(max_workers=24) as pool:
         rankings = list(pool.map(one, queries))
-    after = _engine_stats(server)
+    after = stats_after(server, "rerank_engine", before, len(queries))
     inferences = after["inference_count"] - before["inference_count"]
     executions = after["execution_count"] - before["execution_count"]
     assert rankings == [[0, 1]] * 24
