@@ -25,6 +25,7 @@ import numpy as np
 from ..model_family import detect_model
 from ..model_source import resolve_model, verify_sha256
 from .inputs import EngineLimits, SequenceBatch
+from .orphan_guard import OrphanGuard, children
 from .scoring import SCORE_KINDS
 from .settings import EngineSettings, check_vllm_version
 
@@ -91,8 +92,11 @@ class AsyncEngine:
         self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-engine-loop", daemon=True)
         self._thread.start()
         started = time.monotonic()
+        before = children(os.getpid())
         self.llm = self._call(self._build(engine_args))
         self.start_seconds = time.monotonic() - started
+        # the engine-core processes vLLM just started: ended by the guard if this process dies without close()
+        self._guard = OrphanGuard({pid: t for pid, t in children(os.getpid()).items() if pid not in before})
         log.warning("vLLM %s engine ready in %.1f s", vllm.__version__, self.start_seconds)
         config = self.llm.model_config
         self.limits = EngineLimits(
@@ -186,5 +190,6 @@ class AsyncEngine:
         self._closing = True  # a shut-down engine reads as errored: not a death to report
         self._watchdog.cancel()
         self.llm.shutdown()
+        self._guard.close()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)

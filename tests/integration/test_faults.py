@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from tritonclient.utils import InferenceServerException
 
+from python_backends.engine.orphan_guard import alive, children
 from reranker_client import RerankClient
 from reranker_client.healthcheck import check
 from tests.triton_server import (
@@ -117,10 +118,19 @@ def test_engine_frozen_for_a_second_under_traffic_is_ridden_out_or_ends_the_serv
     assert stub_pids(own_server, "rerank_engine") == [pid]
 
 
+def _descendants(pid: int) -> dict[int, int]:
+    found = children(pid)
+    for child in list(found):
+        found.update(_descendants(child))
+    return found
+
+
 def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     assert probe_ranking(own_server) == [1, 0]
     pids = stub_pids(own_server, "rerank_engine")
     assert len(pids) == 1, pids
+    engine_processes = _descendants(pids[0])  # vLLM's engine core, its workers, the orphan guard
+    assert engine_processes
     os.kill(pids[0], signal.SIGKILL)
     time.sleep(1)
 
@@ -132,6 +142,11 @@ def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     assert own_server.is_alive()
     # Triton still calls the model READY; the deep health check does not.
     assert check(own_server.grpc_url) is not None and "not healthy" in check(own_server.grpc_url)
+    # Nothing the dead stub started lives on to hold the memory the reload needs (on a GPU, ~90% of the device).
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(alive(pid, t) for pid, t in engine_processes.items()):
+        time.sleep(0.2)
+    assert not [pid for pid, t in engine_processes.items() if alive(pid, t)], "orphaned engine processes"
 
     # Recovery in place (scripts/recover_engine.py: a load with a changed config). Issue 13 finding 7: unload + load
     # unloaded the ensemble too (927 NOT_FOUND in ~12 s); now no request is NOT_FOUND while the engine comes back.
