@@ -2,7 +2,7 @@
 
 `settings` (config -> vLLM engine args), `inputs` (the step's own validation), `scoring` (one class per score
 kind), `runtime` (the engine on its own loop thread, in-flight budget, cancellation, drain, death),
-`replies` (answers through Triton response senders).
+`replies` (answers through Triton response senders), `orphan_guard` (ends vLLM's processes if the stub dies).
 """
 
 from .inputs import TENSORS, EngineLimits, SequenceBatch
