@@ -80,8 +80,11 @@ class OrphanGuard:
 
     def close(self, timeout_s: float = 5) -> None:
         """After the engine's own shutdown: the guard exits and ends nothing."""
-        self.process.stdin.write(f"{CLOSED}\n")
-        self.process.stdin.close()
+        try:
+            self.process.stdin.write(f"{CLOSED}\n")
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass  # the guard was killed from outside: nothing to tell it, and finalize goes on
         self.process.wait(timeout=timeout_s)
 
 

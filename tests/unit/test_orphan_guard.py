@@ -90,6 +90,14 @@ def test_clean_close_ends_the_guard_at_once_and_nothing_else():
         survivor.wait()
 
 
+def test_close_after_the_guard_was_killed_returns():
+    guard = OrphanGuard({})
+    guard.process.kill()
+    guard.process.wait()
+    guard.close()
+    assert guard.process.returncode == -signal.SIGKILL
+
+
 def test_the_guard_outlives_sigterm_to_its_group_until_its_pipe_closes():
     core = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     guard = OrphanGuard({core.pid: start_time(core.pid)})
