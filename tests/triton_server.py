@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
-import json
 import time
+from collections.abc import Callable
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,7 +155,6 @@ def probe_ranking(server: RunningServer) -> list[int]:
         client.close()
 
 
-
 def model_stats(server: RunningServer, model: str) -> dict:
     with urllib.request.urlopen(f"http://{server.http_url}/v2/models/{model}/stats") as response:
         return json.load(response)["model_stats"][0]
@@ -170,3 +170,13 @@ def stats_after(server: RunningServer, model: str, before: dict, inferences: int
         if stats["inference_count"] - before["inference_count"] >= inferences or time.monotonic() > deadline:
             return stats
         time.sleep(0.05)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
+    """Whether `condition()` came true within `timeout_s` (asked once more at the end)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(poll_s)
+    return condition()

@@ -8,8 +8,9 @@ that recovers the model (scripts/recover_engine.py) finds no memory for its new 
 The guard is a small process started by the stub. It reads the processes to guard from a pipe whose write end only
 the stub holds, so end-of-file without the word `CLOSED` first means the stub is gone; it then sends each of them
 SIGTERM (vLLM's own shutdown) and, after `GRACE_S`, SIGKILL. After a clean shutdown the stub writes `CLOSED`: what
-is left (multiprocessing's resource tracker, which ignores SIGTERM and ends with the stub) is not the guard's. It runs this file by path on the standard library alone (`python -I`), so it needs
-nothing of the stub's environment. Processes are named by pid and start time: a pid reused since is left alone.
+is left (multiprocessing's resource tracker, which ignores SIGTERM and ends with the stub) is not the guard's. It
+runs this file by path on the standard library alone (`python -I`), so it needs nothing of the stub's environment.
+Processes are named by pid and start time: a pid reused since is left alone.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pathlib import Path
 GRACE_S = 10.0
 POLL_S = 0.1
 CLOSED = "CLOSED"
+# /proc/<pid>/stat after the command name: 0 state, 1 parent pid, 19 start time (clock ticks after boot)
+STATE, PARENT, STARTED = 0, 1, 19
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -37,7 +40,7 @@ def _stat(pid: int) -> list[str] | None:
 
 def start_time(pid: int) -> int | None:
     fields = _stat(pid)
-    return int(fields[19]) if fields else None
+    return int(fields[STARTED]) if fields else None
 
 
 def children(pid: int) -> dict[int, int]:
@@ -46,14 +49,14 @@ def children(pid: int) -> dict[int, int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             fields = _stat(int(entry.name))
-            if fields and fields[1] == str(pid) and fields[0] not in "ZX":
-                found[int(entry.name)] = int(fields[19])
+            if fields and fields[PARENT] == str(pid) and fields[STATE] not in "ZX":
+                found[int(entry.name)] = int(fields[STARTED])
     return found
 
 
 def alive(pid: int, started: int) -> bool:
     fields = _stat(pid)
-    return fields is not None and fields[0] not in "ZX" and int(fields[19]) == started
+    return fields is not None and fields[STATE] not in "ZX" and int(fields[STARTED]) == started
 
 
 def end(targets: dict[int, int], grace_s: float = GRACE_S) -> None:

@@ -23,6 +23,7 @@ from reranker_client import RerankClient
 from reranker_client.healthcheck import check
 from tests.triton_server import (
     PROBE_DOCUMENTS, PROBE_QUERY, ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids,
+    wait_until,
 )
 
 # Run with nothing else on the machine (scripts/test.sh's second pass): a 1 s freeze outlives Triton's fixed 1 s stub
@@ -125,6 +126,10 @@ def _descendants(pid: int) -> dict[int, int]:
     return found
 
 
+def _still_alive(processes: dict[int, int]) -> list[int]:
+    return [pid for pid, started in processes.items() if alive(pid, started)]
+
+
 def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     assert probe_ranking(own_server) == [1, 0]
     pids = stub_pids(own_server, "rerank_engine")
@@ -143,10 +148,8 @@ def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     # Triton still calls the model READY; the deep health check does not.
     assert check(own_server.grpc_url) is not None and "not healthy" in check(own_server.grpc_url)
     # Nothing the dead stub started lives on to hold the memory the reload needs (on a GPU, ~90% of the device).
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(alive(pid, t) for pid, t in engine_processes.items()):
-        time.sleep(0.2)
-    assert not [pid for pid, t in engine_processes.items() if alive(pid, t)], "orphaned engine processes"
+    assert wait_until(lambda: not _still_alive(engine_processes), timeout_s=30), \
+        f"orphaned engine processes {_still_alive(engine_processes)}"
 
     # Recovery in place (scripts/recover_engine.py: a load with a changed config). Issue 13 finding 7: unload + load
     # unloaded the ensemble too (927 NOT_FOUND in ~12 s); now no request is NOT_FOUND while the engine comes back.

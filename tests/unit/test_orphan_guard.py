@@ -12,6 +12,7 @@ import time
 import pytest
 
 from python_backends.engine.orphan_guard import OrphanGuard, alive, children, end, start_time
+from tests.triton_server import wait_until
 
 # Stands in for a stub: starts a long child (the engine core) and the guard for it, prints both pids, then waits.
 STUB = textwrap.dedent("""
@@ -25,15 +26,6 @@ STUB = textwrap.dedent("""
 IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(300)"
 
 
-def _until(condition, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
 def test_children_of_a_killed_stub_are_ended_and_the_guard_exits():
     stub = subprocess.Popen([sys.executable, "-c", STUB], stdout=subprocess.PIPE, text=True)
     core, guard = map(int, stub.stdout.readline().split())
@@ -41,8 +33,8 @@ def test_children_of_a_killed_stub_are_ended_and_the_guard_exits():
     assert set(children(stub.pid)) == {core, guard}
     stub.kill()
     stub.wait()
-    assert _until(lambda: not alive(core, core_started), timeout_s=5), "the orphaned child still runs"
-    assert _until(lambda: not _running(guard), timeout_s=5), "the guard did not exit"
+    assert wait_until(lambda: not alive(core, core_started), timeout_s=5), "the orphaned child still runs"
+    assert wait_until(lambda: not _running(guard), timeout_s=5), "the guard did not exit"
 
 
 def _running(pid: int) -> bool:
@@ -101,7 +93,7 @@ def test_close_after_the_guard_was_killed_returns():
 def test_the_guard_outlives_sigterm_to_its_group_until_its_pipe_closes():
     core = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     guard = OrphanGuard({core.pid: start_time(core.pid)})
-    assert _until(lambda: _ignores_sigterm(guard.process.pid), timeout_s=30)
+    assert wait_until(lambda: _ignores_sigterm(guard.process.pid), timeout_s=30)
     os.kill(guard.process.pid, signal.SIGTERM)
     time.sleep(0.2)
     assert guard.process.poll() is None
