@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# The benchmark's one device call on an H200 (the device machine: /opt/torch/.venv python 3.12, torch 2.11, no
-# network), from the repo root, carrying the kit of one vLLM version (tools/offline_gpu/make_kit.sh):
+# The benchmark on a GPU host without network (written for an H200 with a Python 3.12 venv holding torch 2.11 at
+# /opt/torch/.venv; VPY names another python), run from the repository root with the kit of one vLLM version copied
+# beside it (.gpu/kit-<version>/ and .gpu/kit-common/, made by tools/offline_gpu/make_kit.sh):
 #   1 installs the kit (tools/offline_gpu/install_kit.sh)   2 per model: builds the random-weight checkpoint into an
 #   HF cache under the committed model id, then runs benchmarks/run_gpu_benchmark.py: the Triton ensemble on the
 #   COMMITTED GPU configuration (--model-config-name, no file rewritten; gRPC and HTTP probe scores), the direct
-#   AsyncLLM (the scores it must equal), and the other systems asked for, within the call's deadline.
-# Everything lands in $OUT, at most 8 files: run.log, <model>.benchmark.json, <model>.table.txt,
+#   AsyncLLM (the scores it must equal), and the other systems asked for, within BENCH_DEADLINE.
+# Results go to $OUT (default /tmp/bench_out): run.log, <model>.benchmark.json, <model>.table.txt,
 # <model>.benchmark.png, bench_logs.tar.gz (server logs, configs, perf_analyzer output of every model).
 #
-# Three calls, each within 30 s of the last (the machine keeps /tmp while warm; kit + shared parts + repository
-# exceed one call's 64 MiB, tools/offline_gpu/README.md):
-#   run(command="bash benchmarks/gpu_run.sh stash", carry=[".gpu/kit-common"])                  # shared parts
-#   run(command="bash benchmarks/gpu_run.sh", carry=[".gpu/kit-0.26.0"], timeout_s=600)          # (a) full
-#   run(command="VLLM_VERSION=0.24.0 MODELS='qwen3 xlmr' SYSTEMS=build,triton,async_llm LEVELS=1,8 PERF= \
-#        bash benchmarks/gpu_run.sh", carry=[".gpu/kit-0.24.0"], timeout_s=600)                 # (b) correctness
+#   bash benchmarks/gpu_run.sh                                           # full benchmark, vLLM 0.26.0, Qwen3 shape
+#   VLLM_VERSION=0.24.0 MODELS='qwen3 xlmr' SYSTEMS=build,triton,async_llm LEVELS=1,8 PERF= \
+#     bash benchmarks/gpu_run.sh                                         # scores of both shapes on the image's vLLM
+#   bash benchmarks/gpu_run.sh stash     # copy the kit parts present now to /tmp/gpukit, where install_kit.sh also
+#                                        # looks: for parts that reach the host separately
 #
 # env: VLLM_VERSION (0.26.0)  MODELS ("qwen3"; also xlmr)  SYSTEMS (build,matmul,triton,async_llm,vllm_same,
 #      vllm_default,hf)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8"; "" = none)  SWEEP (";"-separated
@@ -50,7 +50,7 @@ export PYTHONPATH=$KIT_CLIENT_PATH:$ROOT
 # The Triton stub ignores PYTHONPATH: the model.py files import `python_backends` from this checkout through a .pth
 # file of the stub's environment (tools/offline_gpu/NOTES.md).
 echo "$ROOT" > "$KIT_STUBENV/lib/python3.12/site-packages/zz_repo.pth"
-# one compile cache for every engine of the call: the second compiled start of a model is a warm one
+# one compile cache for every engine of the run: the second compiled start of a model is a warm one
 export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-/tmp/vllm_cache}
 (cd / && env -u PYTHONPATH "$KIT_STUBENV/bin/python3" -c 'import python_backends, sys; print("stub python", sys.version.split()[0], python_backends.__file__)') \
   || say "python_backends not importable by the stub's python"

@@ -2,12 +2,12 @@
 """Reranker serving benchmark on one GPU: this ensemble against the direct engine, `vllm serve` (same settings and
 as a user starts it) and a transformers loop, on the same requests, in one run (benchmarks/README.md).
 
-Each step or system (benchmarks/systems/) runs in its own child process with a hard time budget, so one failure or
+Each step or system (benchmarks/systems/) runs in its own child process with a hard time limit, so one failure or
 hang loses only its own numbers; servers are stopped and GPU memory waited for between systems. Every engine system
 reads its vLLM arguments from the committed configuration (benchmarks/engine_config.py); ``--sweep KEY=JSON`` adds
 points that change one of them. Results merge across invocations sharing ``--work``.
 
-    python3 benchmarks/run_gpu_benchmark.py --out $OUT --work /tmp/bench                 # GPU, every system
+    python3 benchmarks/run_gpu_benchmark.py --out /tmp/bench_out --work /tmp/bench               # GPU, every system
     python3 benchmarks/run_gpu_benchmark.py --out /tmp/o --work /tmp/bt --tiny            # CPU, tiny shapes
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Unpack the carry kit (made by make_kit.sh) on the GPU machine and set up the environments.
-# Runs THERE, from the repo root, in a call that carries ".gpu/kit-<version>" and ".gpu/kit-common" (or after a
-# call that stashed one of them). Idempotent; ~20 s.
+# Unpack the offline kit (made by make_kit.sh) on the GPU host and set up the environments.
+# Runs THERE, from the repo root, with ".gpu/kit-<version>" and ".gpu/kit-common" copied beside it (or stashed
+# earlier, below). Idempotent; ~20 s.
 #
 #   /tmp/site      vllm <version> (trimmed) + its small deps + what `vllm serve` needs + tritonclient (gRPC)
 #   /tmp/np126     numpy 1.26.4
@@ -16,10 +16,9 @@
 #   /tmp/libpython312   a symlink to the system libpython3.12.so.1.0 that the stub links
 #   /tmp/kit_env.sh     variables for later commands (source it)
 #
-# Two-call use, when the kit and the repository outgrow one call (make_kit.sh says so): in the first call carry
-# .gpu/kit-common and run
-#   bash tools/offline_gpu/install_kit.sh --stash     (copies the carried parts to /tmp/gpukit)
-# and in the next (within the 30 s the machine stays warm) carry the other parts and run it plainly.
+# Parts that reach the host at different times: after each copy run
+#   bash tools/offline_gpu/install_kit.sh --stash     (copies the parts present to /tmp/gpukit)
+# and, once all are there, run it plainly: it reads /tmp/gpukit too.
 # VLLM_VERSION (default 0.26.0) names the kit folder; a different version than the one installed is re-installed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -50,7 +49,7 @@ for part in $PARTS; do
     echo "install_kit: $DEST/$part already there"; continue
   fi
   files=$(parts_of $part)
-  if [ -z "$files" ] && [ "$part" = perf ]; then echo "install_kit: no perf.tar.xz carried: no perf_analyzer"; continue; fi
+  if [ -z "$files" ] && [ "$part" = perf ]; then echo "install_kit: no perf.tar.xz: no perf_analyzer"; continue; fi
   [ -n "$files" ] || { echo "install_kit: no $part.tar.xz[.partNN] in $KIT_DIRS" >&2; exit 1; }
   rm -rf "${DEST:?}/$part"
   # shellcheck disable=SC2086
@@ -86,13 +85,11 @@ make_stubenv() {  # make_stubenv DIR "PTH LINES"
 }
 # numpy 1.26 first: the nvidia-pytriton 0.7.0 stub garbles tensors under numpy 2 (NOTES.md)
 make_stubenv "$DEST/stubenv" "import _kit_stub_fix; _kit_stub_fix.hide(*'${KIT_HIDE:-scipy sklearn}'.split())\n$DEST/np126\nimport site; site.addsitedir('$DEST/site')\nimport site; site.addsitedir('$VENV_SITE')\n"
-# a control with the image's numpy 2.x (expected to garble): used only by the probe
-make_stubenv "$DEST/stubenv_np2" "import site; site.addsitedir('$DEST/site')\nimport site; site.addsitedir('$VENV_SITE')\n"
 
 cat > "$DEST/kit_env.sh" <<EOF
 export KIT_SITE=$DEST/site KIT_NP126=$DEST/np126 KIT_PYTRITON=$DEST/pytriton KIT_STUBENV=$DEST/stubenv
 export KIT_LIBPY=$DEST/libpython312
-# python with the image's numpy 2.x + the kit (clients):  PYTHONPATH=\$KIT_CLIENT_PATH /opt/torch/.venv/bin/python3
+# python with the host's numpy 2.x + the kit (clients):  PYTHONPATH=\$KIT_CLIENT_PATH /opt/torch/.venv/bin/python3
 export KIT_CLIENT_PATH=$DEST/site/client_extra:$DEST/site
 # python exactly as the Triton stub sees it (numpy 1.26): \$KIT_STUBENV/bin/python3
 export VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1

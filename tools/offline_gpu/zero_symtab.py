@@ -2,7 +2,7 @@
 """Zero the static symbol table and debug sections of ELF files, in place, without moving a byte.
 
 `.symtab`, `.strtab` and `.debug*` are not loaded (no SHF_ALLOC): the dynamic loader, dlsym,
-dladdr and the CUDA runtime use `.dynsym`/`.dynstr` only.  They still take ~40 MiB of the carry
+dladdr and the CUDA runtime use `.dynsym`/`.dynstr` only.  They still take ~40 MiB of the offline
 kit (C++ names compress poorly).  `strip` would rewrite the file layout, which is known to break
 binaries that patchelf/auditwheel edited (nvidia-pytriton's, numpy's); overwriting the section
 contents with zeros keeps every offset, so the files load exactly as before.  Only backtraces

@@ -24,7 +24,7 @@ if not getattr(sys, "argv", None):
 
 
 def hide(*names):
-    """Make packages of the image invisible to this interpreter (importlib.util.find_spec -> None,
+    """Make packages of the host's environment invisible to this interpreter (importlib.util.find_spec -> None,
     `import` -> ImportError). Used in the numpy-1.26 stub env for scipy 1.18 (built for numpy >= 2:
     under numpy 1.26 its import dies on `np.long`, and transformers imports it whenever it is
     installed, which took `from vllm import LLM` down with it on the H200 machine). With scipy
