@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .request_validation import InvalidRequest, Overloaded
+from .errors import InvalidRequest, Overloaded
 
 
 class PreprocessMetrics:

@@ -17,7 +17,8 @@ import numpy as np
 
 from .model_family import detect_model
 from .model_source import resolve_model
-from .request_validation import InputLimits, InvalidRequest, Overloaded, RerankRequest, empty_text_error, parse_request
+from .errors import InvalidRequest, Overloaded
+from .request_validation import InputLimits, RerankRequest, empty_text_error, parse_request
 from .tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, limit_threads, make_encoder
 from .triton_params import ConfigError, ModelParameters
 

@@ -14,15 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InvalidRequest
 from .triton_params import ModelParameters
-
-
-class InvalidRequest(ValueError):
-    """The request breaks the tensor contract or a configured limit."""
-
-
-class Overloaded(RuntimeError):
-    """The request is valid but the step's work budget is spent: the client should retry later."""
 
 
 @dataclass(frozen=True)

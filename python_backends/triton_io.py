@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .request_validation import InvalidRequest, Overloaded
+from .errors import InvalidRequest, Overloaded
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..request_validation import InvalidRequest
+from ..errors import InvalidRequest
 
 TENSORS = ("TOKEN_IDS", "TOKEN_TYPE_IDS", "SEQUENCE_LENGTHS", "SEQUENCE_DOCUMENTS")
 QUERY_ROW = -1  # SEQUENCE_DOCUMENTS value of a bi-encoder's query sequence

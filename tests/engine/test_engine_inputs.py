@@ -18,7 +18,7 @@ from python_backends.engine import (
 )
 from python_backends.engine.scoring import cosine_to_first, first_segment_b
 from python_backends.model_family import ModelFamily
-from python_backends.request_validation import InvalidRequest
+from python_backends.errors import InvalidRequest
 from python_backends.triton_params import ConfigError, ModelParameters
 
 LIMITS = EngineLimits(max_model_len=8, vocab_size=100, max_sequences=4, query_row=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from python_backends.calibration import load_profile
 from python_backends.calibration.scoring import TritonScorer, read_pairs
-from python_backends.drift import PSI_ALERT
+from python_backends.calibrate.drift import PSI_ALERT
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = load_profile(ROOT / "model_repository" / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json")

@@ -13,7 +13,8 @@ from tokenizers import Tokenizer
 from python_backends.model_family import ModelFamily
 from python_backends.model_source import resolve_model
 from python_backends.preprocessing import Preprocessor, RawRequest
-from python_backends.request_validation import InputLimits, InvalidRequest, Overloaded
+from python_backends.errors import InvalidRequest, Overloaded
+from python_backends.request_validation import InputLimits
 from python_backends.tokenization import BoundedTokenizer, LongDocuments, _backend, make_encoder
 from tests.tiny_models import WORDS, session_models
 

@@ -13,9 +13,9 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from python_backends.calibrate_step import CalibrateSettings, ProfileStore, bound_profile, validated_inputs
+from python_backends.calibrate.step import CalibrateSettings, ProfileStore, bound_profile, validated_inputs
 from python_backends.calibration import CalibrationProfileError, load_profile
-from python_backends.request_validation import InvalidRequest
+from python_backends.errors import InvalidRequest
 from python_backends.triton_params import ModelParameters
 
 REPO = Path(__file__).resolve().parents[2] / "model_repository"

@@ -8,7 +8,7 @@ import pytest
 
 from python_backends.calibration import CalibrationProfileError, profile_from_dict, profile_to_dict
 from python_backends.calibration.fitting import CalibrationFitError, fit_temperature
-from python_backends.drift import DriftWindow, ScoreDistribution, population_stability_index
+from python_backends.calibrate.drift import DriftWindow, ScoreDistribution, population_stability_index
 
 RNG = np.random.default_rng(7)
 

@@ -19,7 +19,8 @@ from python_backends.model_family import detect_model
 from python_backends.model_source import resolve_model
 from python_backends.preprocessing import Preprocessor
 from python_backends.prompts import QWEN3_PREFIX, QWEN3_SUFFIX
-from python_backends.request_validation import InputLimits, InvalidRequest
+from python_backends.errors import InvalidRequest
+from python_backends.request_validation import InputLimits
 from python_backends.tokenization import make_encoder
 from tests.tiny_models import session_models
 

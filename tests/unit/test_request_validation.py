@@ -7,7 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from python_backends.request_validation import InputLimits, InvalidRequest, RerankRequest, parse_request
+from python_backends.errors import InvalidRequest
+from python_backends.request_validation import InputLimits, RerankRequest, parse_request
 from python_backends.triton_params import ConfigError, ModelParameters
 
 LIMITS = InputLimits(max_documents=3, max_document_bytes=10, max_query_bytes=20)

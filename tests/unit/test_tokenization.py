@@ -10,7 +10,8 @@ from python_backends.model_family import ModelFamily
 from python_backends.model_source import resolve_model
 from python_backends.preprocessing import Preprocessor
 from python_backends.prompts import QWEN3_PREFIX, QWEN3_SUFFIX, qwen3_reranker_prompt
-from python_backends.request_validation import InputLimits, InvalidRequest
+from python_backends.errors import InvalidRequest
+from python_backends.request_validation import InputLimits
 from python_backends.tokenization import (
     BiEncoderTexts,
     CrossEncoderPairs,

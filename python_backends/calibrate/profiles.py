@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..drift import ScoreDistribution
+from ..calibrate.drift import ScoreDistribution
 
 #: What the engine's raw score is; a profile is only valid for the score type it was fitted on.
 SCORE_TYPES = ("cosine", "logit", "yes_no_logit")

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .calibration.profiles import CalibrationProfile
-from .calibration.schema import CalibrationProfileError, load_profile
-from .model_family import detect_model
-from .model_source import resolve_model
+from ..calibration.profiles import CalibrationProfile
+from ..calibration.schema import CalibrationProfileError, load_profile
+from ..errors import InvalidRequest
+from ..model_family import detect_model
+from ..model_source import resolve_model
+from ..triton_params import ModelParameters
 from .ranking import top_n_ranking
-from .request_validation import InvalidRequest
-from .triton_params import ModelParameters
 
 log = logging.getLogger(__name__)
 

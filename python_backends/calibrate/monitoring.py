@@ -4,7 +4,7 @@
   served model's score type;
 - `reranker_score_drift_psi` (gauge, labels model, version, profile): population stability index of the
   last `drift_window` raw scores against the distribution the profile in force was fitted on
-  (python_backends/drift.py). Absent until the window is full, and when the profile stores no distribution.
+  (python_backends/calibrate/drift.py). Absent until the window is full, and when the profile stores no distribution.
 
 `pb_utils` is passed in (it exists only inside the stub), as in python_backends/metrics.py. Each histogram
 observation is one message to the Triton process (~0.5 ms measured on the CPU server), so a background thread
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .calibration.profiles import CalibrationProfile
+from ..calibration.profiles import CalibrationProfile
 from .drift import DriftWindow
 
 log = logging.getLogger(__name__)
