@@ -1,7 +1,6 @@
-"""Issue 13 finding 1/6: any client can call the internal steps on the public ports. A malformed request sent
-straight to rerank_preprocess, rerank_engine or rerank_calibrate must fail alone (INVALID_ARGUMENT) while the public
-`reranker` requests Triton batches with it still get their right answers (before: 0 of 8 neighbours survived a bad
-engine request, 9 of 9 rounds)."""
+"""Any client can call the internal steps on the public ports. A malformed request sent straight to
+rerank_preprocess, rerank_engine or rerank_calibrate must fail alone (INVALID_ARGUMENT) while the public `reranker`
+requests Triton batches with it still get their right answers."""
 
 from __future__ import annotations
 

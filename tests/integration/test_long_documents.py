@@ -37,7 +37,7 @@ def test_window_mode_finds_the_answer_past_the_limit_that_truncation_misses(serv
     assert windowed.raw_scores[0] == pytest.approx(cut.raw_scores[0], abs=1e-5)  # short documents are unchanged
 
 
-# --- issue 13: bounded work per request, MAX_TOKENS_PER_DOC ------------------------------------------------------
+# --- bounded work per request, MAX_TOKENS_PER_DOC ---------------------------------------------------------------
 
 
 def _rss_mb(pid: int) -> float:

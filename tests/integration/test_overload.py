@@ -83,7 +83,7 @@ def test_burst_is_answered_or_rejected_and_nothing_is_lost(small_budget_server):
     assert server.is_alive()
 
 
-# --- issue 13: admission by work in rerank_preprocess -----------------------------------------------------------
+# --- admission by work in rerank_preprocess ------------------------------------------------------------------
 
 BUDGET_REQUESTS = 6
 DOCS_AT_THE_LIMIT = 1024  # max_documents
@@ -125,7 +125,7 @@ async def _priced(url: str) -> list[tuple[str, float]]:
 
 
 def test_preprocess_refuses_work_past_its_batch_budget_at_once(server):
-    """Issue 13 finding 3: admission counted requests, not work. Requests that together exceed the preprocess
+    """Admission counts work, not requests: requests that together exceed the preprocess
     batch_token_budget are refused with UNAVAILABLE before any tokenizing; the rest are answered right."""
     refused_before = _metric(server, "reranker_rejected_requests_total", "overloaded")
     outcomes = asyncio.run(_priced(server.grpc_url))
@@ -163,8 +163,8 @@ async def _tiny_behind_large(url: str) -> tuple[float, list[str]]:
 
 
 def test_tiny_request_behind_five_8mb_requests_is_answered_quickly(server):
-    """Issue 13 finding 3: a tiny request behind five 8 MB requests waited 33.7 s. Each 8 MB request (128 x 64 KB)
-    is now bounded before tokenizing (here with MAX_TOKENS_PER_DOC 8, so the engine's share stays small and the
+    """A tiny request behind five 8 MB requests is not held up: each 8 MB request (128 x 64 KB)
+    is bounded before tokenizing (here with MAX_TOKENS_PER_DOC 8, so the engine's share stays small and the
     wait measured is preprocess's): the tiny one is answered within 10 s and every large one is answered."""
     waited, large_outcomes = asyncio.run(_tiny_behind_large(server.grpc_url))
     print(f"tiny request behind 5 x 8 MB: {waited:.2f} s; large: {large_outcomes}")

@@ -145,7 +145,7 @@ BAD_REQUESTS = {
     "invalid UTF-8 query": (lambda m: build_inputs(m, b"caf\xc3", ["a"]), "QUERY is not valid UTF-8 (byte 3)"),
     "empty query": (lambda m: build_inputs(m, "   ", ["a"]), "QUERY is empty"),
     "empty document": (lambda m: build_inputs(m, "q", ["a", ""]), "DOCUMENTS[1] is empty"),
-    # issue 13 finding 4: text with nothing to score after normalisation was scored
+    # text with nothing to score after normalisation is refused, not scored
     "NUL-only document": (lambda m: build_inputs(m, "q", ["a", "\x00\x00\x00"]), "DOCUMENTS[1] is empty: it has no characters or tokens"),
     "zero-width query": (lambda m: build_inputs(m, "\u200b\u200d\ufeff", ["a"]), "QUERY is empty: it has no characters or tokens"),
     "control-only document": (lambda m: build_inputs(m, "q", ["\x01\x1b\x7f"]), "DOCUMENTS[0] is empty: it has no characters or tokens"),
@@ -264,7 +264,7 @@ def _labelled(text: str, name: str, model: str, reason: str) -> float:
 
 
 def test_refused_requests_are_not_counted_as_admitted_pairs(server, protocol):
-    """Issue 13 finding 5: a refused request is counted as refused (by reason), never as admitted pairs, and Triton's
+    """A refused request is counted as refused (by reason), never as admitted pairs, and Triton's
     own failure counter of the public model sees it (what an operator alerts on)."""
     before = _metrics(server)
     for _ in range(3):

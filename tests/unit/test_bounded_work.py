@@ -1,4 +1,4 @@
-"""Issue 13: work per request is bounded before it is spent, text with nothing to score is refused after
+"""Work per request is bounded before it is spent, text with nothing to score is refused after
 tokenizing, MAX_TOKENS_PER_DOC cuts documents only, and a batch is admitted by work (no Triton, no vLLM)."""
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def test_empty_query():
     ["\x00", "\x00\x00\x00", "\u200b\u200c\u200d\u2060", "\ufeff", "\x01\x7f\x1b", "\u2028\u2029", "\u00a0\u3000", "\u202e \u200e\t\x00"],
 )
 def test_text_empty_after_normalisation_is_refused(blank):
-    """Issue 13 finding 4: NUL, zero-width and control characters passed the emptiness check and were scored."""
+    """Text of only NUL, zero-width or control characters is empty: refused, never scored."""
     roomy = InputLimits(max_documents=3, max_document_bytes=100, max_query_bytes=100)
 
     def refused(message, **kwargs):
