@@ -1,6 +1,6 @@
-"""The seed-003 load shape cut from real English text, in the benchmark model's own tokens.
+"""The reference load shape cut from real English text, in the benchmark model's own tokens.
 
-Per request: one query of ~20 tokens and 64 documents of 450-550 tokens (seed 003, ``loadtest/corpus.py``'s
+Per request: one query of ~20 tokens and 64 documents of 450-550 tokens (``loadtest/corpus.py``'s
 constants), top_n 10. The text is the prose of the Python documentation topics that every CPython ships
 (``pydoc_data.topics``: ~25,000 words of English sentences once code, tables and headings are dropped), so nothing
 is downloaded and the same interpreter gives the same text. Passages are cut in the model's tokenizer's ids at
@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# The seed load shape, one definition for the load tests and the benchmark.
+# The reference load shape, one definition for the load tests and the benchmark.
 from loadtest.corpus import DOC_TOKENS, LENGTH_JITTER, N_DOCS, QUERY_TOKENS, TOP_N  # noqa: E402
 
 

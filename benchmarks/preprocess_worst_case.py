@@ -1,9 +1,9 @@
-"""The cost of the worst request rerank_preprocess's limits allow, before and after issue 13's bound.
+"""The cost of the worst request rerank_preprocess's limits allow, against a preprocess that tokenized documents whole.
 
 Each measurement runs in a fresh child process (its RSS is its own): the preprocess step on the embedded default
 (MiniLM, max_model_len 256) handles one request of `documents` x `document_bytes` of prose, then a tiny request.
-"before" runs the same Preprocessor API from the `python_backends` of an older commit (`--before`, default the
-commit before issue 13), extracted with `git archive`; "after" runs this checkout. Printed as a table and written
+"before" runs the same Preprocessor API from the `python_backends` of an older commit (`--before`, default
+94ae878, whose preprocess tokenized every document whole), extracted with `git archive`; "after" runs this checkout. Printed as a table and written
 as JSON:
 
     .venv/bin/python -m benchmarks.preprocess_worst_case --out benchmarks/results/preprocess-worst-case.json
@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BEFORE_COMMIT = "94ae878"  # main before issue 13's preprocess changes
-SHAPES = ((256, 65536), (1024, 65536))  # the issue's measured request; the largest max_documents x max_document_bytes
+BEFORE_COMMIT = "94ae878"  # the last preprocess that tokenized every document whole
+SHAPES = ((256, 65536), (1024, 65536))  # a large request; the largest max_documents x max_document_bytes
 
 CHILD = r"""
 import json, random, resource, sys, time

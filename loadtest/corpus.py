@@ -1,6 +1,6 @@
-"""Deterministic generator of the seed load shape for the `reranker` ensemble.
+"""Deterministic generator of the reference load shape for the `reranker` ensemble.
 
-Seed 003's load shape: one request = one query of ~20 tokens and 64 candidate documents of
+The reference load shape: one request = one query of ~20 tokens and 64 candidate documents of
 ~500 tokens each, `top_n=10`. The text is drawn from a small word list shipped next to this
 file (`words.txt`, plain English words), so nothing is downloaded. "Tokens" here are
 whitespace-separated words; a real sub-word tokenizer gives about the same count or a little

@@ -129,7 +129,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description="asyncio gRPC load generator for the reranker ensemble")
     ap.add_argument("--url", default="localhost:8001", help="Triton gRPC host:port")
     ap.add_argument("--model", default=payload.MODEL_NAME)
-    ap.add_argument("--concurrency", default="1,8,32,64", help="comma-separated levels (seed 003: 1,8,32,64)")
+    ap.add_argument("--concurrency", default="1,8,32,64", help="comma-separated levels (the reference load: 1,8,32,64)")
     ap.add_argument("--duration", type=float, default=30.0, help="measured seconds per level")
     ap.add_argument("--warmup", type=int, default=2, help="unmeasured sequential requests per level")
     ap.add_argument("--max-requests", type=int, default=0, help="cap per level (0: only the duration bounds it)")

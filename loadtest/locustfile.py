@@ -1,4 +1,4 @@
-"""Locust users for the `reranker` Triton ensemble (seed load shape: 1 query + 64 docs of ~500
+"""Locust users for the `reranker` Triton ensemble (reference load shape: 1 query + 64 docs of ~500
 tokens, top_n=10; see loadtest/corpus.py).
 
 Two users, pick one by class name or by tag:

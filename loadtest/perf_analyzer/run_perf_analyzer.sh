@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Triton perf_analyzer over the seed concurrency levels, with the shipped input data
+# Triton perf_analyzer over the reference concurrency levels, with the shipped input data
 # (64 documents of ~500 words, top_n=10; loadtest/perf_analyzer/reranker_input.json).
 #
 #   loadtest/perf_analyzer/run_perf_analyzer.sh OUTDIR [extra perf_analyzer args...]

