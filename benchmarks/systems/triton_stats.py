@@ -1,6 +1,6 @@
 """Triton's per-model statistics (/v2/models/<m>/stats) before and after a level: each step's queue and compute time
 per request, its batches and busy share, and the shares of the mean end-to-end latency the client saw. vLLM's own
-time per request comes from the engine step's counters on the metrics port (python_backends/metrics.py
+time per request comes from the engine step's counters on the metrics port (python_backends/engine/answer_metrics.py
 EngineMetrics): Triton's compute time for rerank_engine covers only the hand-over."""
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
-"""Prometheus metrics of the raw scores the calibrate step sees: their distribution and its drift.
+"""Prometheus series of the calibrate step (python_backends/prometheus.py): the profile in force, the raw scores it
+sees and their drift.
 
+- `reranker_calibration_profile_info` (gauge, labels model, version, profile): 1 for the profile in use;
 - `reranker_raw_score` (histogram, labels model, version): every raw engine score, buckets fit for the
   served model's score type;
 - `reranker_score_drift_psi` (gauge, labels model, version, profile): population stability index of the
   last `drift_window` raw scores against the distribution the profile in force was fitted on
   (python_backends/calibrate/drift.py). Absent until the window is full, and when the profile stores no distribution.
 
-`pb_utils` is passed in (it exists only inside the stub), as in python_backends/metrics.py. Each histogram
-observation is one message to the Triton process (~0.5 ms measured on the CPU server), so a background thread
-makes them, off the request path; a backlog past MAX_PENDING batches is dropped and logged rather than grown.
+Each histogram observation is one message to the Triton process (~0.5 ms measured on the CPU server), so a
+background thread makes them, off the request path; a backlog past MAX_PENDING batches is dropped and logged rather
+than grown.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ..calibration.profiles import CalibrationProfile
+from ..prometheus import StepMetrics
 from .drift import DriftWindow
+from .profiles import CalibrationProfile
 
 log = logging.getLogger(__name__)
 
@@ -36,21 +39,36 @@ SCORE_BUCKETS: dict[str, list[float]] = {
 MAX_PENDING = 4096
 
 
-class ScoreDriftMetrics:
+class CalibrationMetrics(StepMetrics):
+    """The calibration profile in force, as an info-style gauge (1 for the current name@version)."""
+
+    def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
+        super().__init__(pb_utils, labels)
+        self._info = self.family("reranker_calibration_profile_info", "Calibration profile in use (value 1)", "GAUGE")
+        self._current: tuple[str, Any] | None = None
+
+    def in_use(self, tag: str) -> None:
+        if self._current is not None and self._current[0] == tag:
+            return
+        if self._current is not None:
+            self._current[1].set(0)
+        metric = self._info.Metric(labels={**self.labels, "profile": tag})
+        metric.set(1)
+        self._current = (tag, metric)
+
+
+class ScoreDriftMetrics(StepMetrics):
     """Raw-score histogram and the drift gauge of the profile in force; a new profile starts a new window."""
 
     def __init__(self, pb_utils: Any, labels: dict[str, str], score_type: str, window: int) -> None:
-        self._labels = labels
+        super().__init__(pb_utils, labels)
         self._window_size = window
-        histogram = pb_utils.MetricFamily(
-            "reranker_raw_score", "Raw engine scores seen by the calibrate step", pb_utils.MetricFamily.HISTOGRAM
-        )
+        histogram = self.family("reranker_raw_score", "Raw engine scores seen by the calibrate step", "HISTOGRAM")
         self._histogram = histogram.Metric(labels=labels, buckets=SCORE_BUCKETS[score_type])
-        self._histogram_family = histogram  # kept alive: Triton fails observe() once a Metric's family is deleted
-        self._gauge_family = pb_utils.MetricFamily(
+        self._gauge_family = self.family(
             "reranker_score_drift_psi",
             "Population stability index of the recent raw scores vs the calibration profile's fitting scores",
-            pb_utils.MetricFamily.GAUGE,
+            "GAUGE",
         )
         self._profile_tag: str | None = None
         self._window: DriftWindow | None = None
@@ -86,5 +104,5 @@ class ScoreDriftMetrics:
         psi = self._window.psi()
         if psi is not None:
             if self._gauge is None:
-                self._gauge = self._gauge_family.Metric(labels={**self._labels, "profile": profile.tag})
+                self._gauge = self._gauge_family.Metric(labels={**self.labels, "profile": profile.tag})
             self._gauge.set(psi)

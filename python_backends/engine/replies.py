@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics import EngineMetrics
 from ..triton_io import error_response
+from .answer_metrics import EngineMetrics
 from .runtime import EngineDead
 
 

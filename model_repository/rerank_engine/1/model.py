@@ -11,7 +11,8 @@ import logging
 import triton_python_backend_utils as pb_utils
 
 from python_backends.engine import TENSORS, AsyncEngine, EngineDead, EngineSettings, ReplyThread, SequenceBatch
-from python_backends.metrics import EngineMetrics, model_labels
+from python_backends.engine.answer_metrics import EngineMetrics
+from python_backends.prometheus import model_labels
 from python_backends.triton_io import required_array
 from python_backends.triton_params import ModelParameters
 

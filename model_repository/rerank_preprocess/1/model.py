@@ -3,8 +3,9 @@
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from python_backends.metrics import PreprocessMetrics, model_labels
+from python_backends.preprocess.admission_metrics import PreprocessMetrics
 from python_backends.preprocessing import EngineInputs, Preprocessor, RawRequest
+from python_backends.prometheus import model_labels
 from python_backends.triton_io import error_response, input_array, required_array
 from python_backends.triton_params import ModelParameters
 

@@ -1,0 +1,36 @@
+"""Custom Prometheus metrics of the Python models, served by Triton on its metrics port next to its own.
+
+Built on `pb_utils.MetricFamily` (passed in: it exists only inside the stub). Names carry the `reranker_` prefix and
+the `model` and `version` labels that Triton's own metrics carry (Triton 2.51 does not add them to custom metrics
+itself). Each step's series are in its folder: preprocess/admission_metrics.py, engine/answer_metrics.py,
+calibrate/monitoring.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def model_labels(args: dict[str, Any]) -> dict[str, str]:
+    """The labels of one model instance, from the `args` Triton passes to `initialize`."""
+    return {"model": str(args["model_name"]), "version": str(args["model_version"])}
+
+
+class StepMetrics:
+    """Base of one step's series: makes its metric families and keeps them alive, since Triton fails a Metric's
+    calls once its family is deleted."""
+
+    def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
+        self._pb = pb_utils
+        self.labels = labels
+        self._families: list[Any] = []
+
+    def family(self, name: str, description: str, kind: str) -> Any:
+        """A `pb_utils.MetricFamily` of `kind` ("COUNTER", "GAUGE" or "HISTOGRAM")."""
+        family = self._pb.MetricFamily(name, description, getattr(self._pb.MetricFamily, kind))
+        self._families.append(family)
+        return family
+
+    def counter(self, name: str, description: str) -> Any:
+        """One counter with the instance's labels."""
+        return self.family(name, description, "COUNTER").Metric(labels=self.labels)
