@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..calibrate.drift import ScoreDistribution
+from .drift import ScoreDistribution
 from .profiles import CALIBRATORS, CalibrationProfile
 
 SCHEMA_VERSION = 1

@@ -3,7 +3,7 @@
 Why this exists: older stacks (sentence-transformers CrossEncoder, TEI) served sigmoid(logit),
 vLLM's classify path serves the raw logit, and a bi-encoder serves a cosine. Ranking is the same
 in all three, but every absolute threshold downstream ("drop below 0.3") silently changes meaning.
-A profile, fitted per model on labelled pairs (see ``fitting.py``), turns the raw score into
+A profile, fitted per model on labelled pairs (``reranker-calibrate fit``), turns the raw score into
 "probability that this pair is relevant", so thresholds survive a change of model or framework.
 
 Only numpy is imported here: this module is on the serving path (the ``rerank_calibrate`` model).
@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..calibrate.drift import ScoreDistribution
+from .drift import ScoreDistribution
 
 #: What the engine's raw score is; a profile is only valid for the score type it was fitted on.
 SCORE_TYPES = ("cosine", "logit", "yes_no_logit")
@@ -179,7 +179,7 @@ class IsotonicCalibrator(Calibrator):
     """Monotone non-decreasing piecewise-linear map through knots (x[i], y[i]).
 
     Between knots it interpolates linearly; outside [x[0], x[-1]] it is clamped to y[0] / y[-1].
-    Knots come from pool-adjacent-violators (``fitting.fit_isotonic``).
+    Knots come from pool-adjacent-violators (``reranker_calibrate.fitting.fit_isotonic``).
     """
 
     method = "isotonic"

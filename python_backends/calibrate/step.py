@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..calibration.profiles import CalibrationProfile
-from ..calibration.schema import CalibrationProfileError, load_profile
 from ..errors import InvalidRequest
 from ..model_family import detect_model
 from ..model_source import resolve_model
 from ..triton_params import ModelParameters
+from .profile_schema import CalibrationProfileError, load_profile
+from .profiles import CalibrationProfile
 from .ranking import top_n_ranking
 
 log = logging.getLogger(__name__)
