@@ -1,17 +1,20 @@
 """The public contract of the `reranker` ensemble: tensor names, dtypes, per-request shapes, which inputs are
 optional, and where the server's limits live. docs/CONTRACT.md is this module in prose.
 
-Read by the client (reranker_client), the gateway and the load tests, so none of them spells a tensor name or a
-limit of its own. The limits are not copied here: they are parameters of rerank_preprocess's config.pbtxt, and a
-client learns them from the running server (`GET /v2/models/rerank_preprocess/config`, or gRPC ModelConfig) with
-`ServerLimits.from_model_config`. Standard library only: the locust image imports it without numpy.
+Read by the steps, the client (reranker_client), the gateway and the load tests, so none of them spells a tensor
+name, a limit or the TOP_N rule of its own. The limits are not copied here: they are parameters of
+rerank_preprocess's config.pbtxt, read by `RequestLimits.from_model_config` from the config as the preprocess step
+gets it at load, and as a client gets it from the running server (`GET /v2/models/rerank_preprocess/config`, or gRPC
+ModelConfig). Standard library only: the locust image imports it without numpy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from .errors import InvalidRequest
 
 MODEL_NAME = "reranker"  # the ensemble clients call
 LIMITS_MODEL_NAME = "rerank_preprocess"  # the step whose config.pbtxt parameters hold the request limits
@@ -66,27 +69,41 @@ INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
-class ServerLimits:
+class RequestLimits:
     """The request limits the server enforces, as rerank_preprocess's config.pbtxt parameters state them."""
 
     max_documents: int  # documents per request
     max_document_bytes: int  # UTF-8 bytes per document
-    max_query_bytes: int  # UTF-8 bytes of the query
-    max_model_len: int  # tokens of one query-document sequence; longer documents are cut
+    max_query_bytes: int  # UTF-8 bytes of the query (and of the instruction)
+    # tokens of one query-document sequence; longer documents are cut. Below 8 not even a template fits.
+    max_model_len: int = field(metadata={"minimum": 8})
 
     @classmethod
-    def from_model_config(cls, config: Mapping[str, Any]) -> ServerLimits:
-        """From the model configuration as Triton serves it: HTTP's JSON, or gRPC's `as_json=True` answer (the
-        same object under a "config" key)."""
+    def from_model_config(cls, config: Mapping[str, Any]) -> RequestLimits:
+        """From the model configuration as Triton hands it to the step (`args["model_config"]`, parsed) and serves
+        it: HTTP's JSON, or gRPC's `as_json=True` answer (the same object under a "config" key)."""
         config = config.get("config", config)
         parameters = config.get("parameters") or {}
+        model = config.get("name", LIMITS_MODEL_NAME)
         values = {}
-        for name in cls.__dataclass_fields__:
+        for limit in fields(cls):
+            name, minimum = limit.name, limit.metadata.get("minimum", 1)
             entry = parameters.get(name)
             raw = entry.get("string_value") if isinstance(entry, Mapping) else None
             try:
                 values[name] = int(str(raw).strip())
             except ValueError:
-                model = config.get("name", LIMITS_MODEL_NAME)
                 raise ValueError(f"model {model!r}: configuration parameter {name!r} is {raw!r}, not an integer") from None
+            if values[name] < minimum:
+                raise ValueError(f"model {model!r}: configuration parameter {name!r} must be >= {minimum}, got {values[name]}")
         return cls(**values)
+
+
+def ranking_length(top_n: int | None, n_documents: int) -> int:
+    """TOP_N's one rule, for the steps, the client and the gateway: absent means every document, otherwise
+    1 <= TOP_N <= N. Returns the length of RANKING."""
+    if top_n is None:
+        return n_documents
+    if not 1 <= top_n <= n_documents:
+        raise InvalidRequest(f"TOP_N must be between 1 and the number of documents ({n_documents}), got {top_n}")
+    return top_n

@@ -16,7 +16,7 @@ from typing import Any
 
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import ServerLimits
+from python_backends.contract import RequestLimits
 
 from .merging import merge, rebase_error
 from .options import MODEL_NAME, ClientOptions
@@ -77,7 +77,7 @@ class RerankClient(ClientOptions):
                 self._extra_clients.append(client)
         return client
 
-    def limits(self) -> ServerLimits:
+    def limits(self) -> RequestLimits:
         """The server's request limits, read from its model configuration once and remembered."""
         if self._limits is None:
             config = call_with_retry(lambda: self.client.get_model_config(**self._config_kwargs()), self.retry, self._sleep)

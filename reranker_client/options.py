@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from python_backends.contract import LIMITS_MODEL_NAME, MODEL_NAME, ServerLimits
+from python_backends.contract import LIMITS_MODEL_NAME, MODEL_NAME, RequestLimits
 
 from .retry import RetryPolicy
 from .wire import protocol_module
@@ -42,17 +42,17 @@ class ClientOptions:
         self.max_concurrency = max_concurrency
         self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
         self.timeout_s = timeout_s
-        self._limits: ServerLimits | None = None
+        self._limits: RequestLimits | None = None
 
     def _config_kwargs(self) -> dict[str, Any]:
         """Arguments of `get_model_config` for the limits model: gRPC answers a protobuf unless asked for JSON."""
         return {"model_name": LIMITS_MODEL_NAME, **({"as_json": True} if self.protocol == "grpc" else {})}
 
-    def _remember(self, config: dict[str, Any]) -> ServerLimits:
-        self._limits = ServerLimits.from_model_config(config)
+    def _remember(self, config: dict[str, Any]) -> RequestLimits:
+        self._limits = RequestLimits.from_model_config(config)
         return self._limits
 
-    def _split_at(self, limits: ServerLimits) -> int:
+    def _split_at(self, limits: RequestLimits) -> int:
         if self.max_documents_per_request is None:
             return limits.max_documents
         return min(self.max_documents_per_request, limits.max_documents)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from python_backends.contract import INT32_MAX
+from python_backends.contract import INT32_MAX, ranking_length
 
 from .wire import build_inputs
 
@@ -42,13 +42,11 @@ class RerankPlan:
 
 
 def validate_top_n(top_n: int | None, n_documents: int) -> None:
-    """The server's TOP_N rule, checked here when the server cannot check it (split calls, out of INT32)."""
-    if top_n is None:
-        return
-    if isinstance(top_n, bool) or not isinstance(top_n, (int, np.integer)):
+    """The server's TOP_N rule (contract.ranking_length), checked here when the server cannot check it (split calls,
+    out of INT32); a top_n that is no int is the client's own error."""
+    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, (int, np.integer))):
         raise TypeError(f"top_n must be an int, got {type(top_n).__name__}")
-    if not 1 <= top_n <= n_documents:
-        raise ValueError(f"TOP_N must be between 1 and the number of documents ({n_documents}), got {top_n}")
+    ranking_length(top_n, n_documents)
 
 
 def split_sizes(n: int, max_per_request: int) -> list[int]:

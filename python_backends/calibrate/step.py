@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..contract import ranking_length
 from ..errors import InvalidRequest
 from ..model_family import detect_model
 from ..model_source import resolve_model
@@ -112,14 +113,9 @@ def validated_inputs(raw_scores: np.ndarray, top_n: np.ndarray | None, max_docum
         raise InvalidRequest(f"RAW_SCORES has {n} scores; 1 to max_documents={max_documents} are allowed")
     if not np.isfinite(raw_scores).all():
         raise InvalidRequest(f"RAW_SCORES has {int((~np.isfinite(raw_scores)).sum())} non-finite values (NaN or inf)")
-    if top_n is None:
-        return raw_scores[0], n
-    if top_n.shape != (1, 1):
+    if top_n is not None and top_n.shape != (1, 1):
         raise InvalidRequest(f"TOP_N must have shape [1, 1], got {list(top_n.shape)}")
-    limit = int(top_n[0, 0])
-    if not 1 <= limit <= n:
-        raise InvalidRequest(f"TOP_N is {limit}; it must be between 1 and the number of documents ({n})")
-    return raw_scores[0], limit
+    return raw_scores[0], ranking_length(None if top_n is None else int(top_n[0, 0]), n)
 
 
 @dataclass

@@ -122,10 +122,10 @@ def test_more_documents_than_the_server_takes_in_one_request(server):
 
 
 def test_the_client_learns_the_servers_limits(server, protocol):
-    from python_backends.contract import ServerLimits
+    from python_backends.contract import RequestLimits
 
     with RerankClient(server.url(protocol), protocol) as client:
-        assert client.limits() == ServerLimits(
+        assert client.limits() == RequestLimits(
             max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256
         )
 

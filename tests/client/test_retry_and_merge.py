@@ -10,7 +10,7 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from reranker_client import AsyncRerankClient, RerankClient, RetryPolicy, is_retryable
-from python_backends.contract import ServerLimits
+from python_backends.contract import RequestLimits
 from reranker_client.merging import merge, rebase_error
 from reranker_client.planning import plan_rerank, split_sizes
 from reranker_client.wire import ParsedResponse
@@ -151,13 +151,13 @@ def test_a_split_call_does_not_ask_for_the_servers_ranking(kind):
     assert response.requests == 2
 
 
-def test_server_limits_from_the_model_configuration():
-    limits = ServerLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256)
-    assert ServerLimits.from_model_config(PREPROCESS_CONFIG) == limits
-    assert ServerLimits.from_model_config({"config": PREPROCESS_CONFIG}) == limits
+def test_request_limits_from_the_model_configuration():
+    limits = RequestLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256)
+    assert RequestLimits.from_model_config(PREPROCESS_CONFIG) == limits
+    assert RequestLimits.from_model_config({"config": PREPROCESS_CONFIG}) == limits
     broken = {"name": "rerank_preprocess", "parameters": {**PREPROCESS_CONFIG["parameters"], "max_model_len": {}}}
     with pytest.raises(ValueError, match="model 'rerank_preprocess': configuration parameter 'max_model_len' is None"):
-        ServerLimits.from_model_config(broken)
+        RequestLimits.from_model_config(broken)
 
 
 @pytest.mark.parametrize("protocol,error", [("grpc", INVALID_GRPC), ("http", INVALID_HTTP)])

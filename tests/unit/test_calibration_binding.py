@@ -14,7 +14,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from python_backends.calibrate.step import CalibrateSettings, ProfileStore, bound_profile, validated_inputs
-from python_backends.calibration import CalibrationProfileError, load_profile
+from python_backends.calibrate.profile_schema import CalibrationProfileError, load_profile
 from python_backends.errors import InvalidRequest
 from python_backends.triton_params import ModelParameters
 
@@ -103,9 +103,9 @@ def test_valid_inputs_pass_and_top_n_defaults_to_every_document():
         (np.zeros((1, 5), np.float32), None, "RAW_SCORES has 5 scores; 1 to max_documents=4 are allowed"),
         (row(0.1, float("nan"), float("inf")), None, "RAW_SCORES has 2 non-finite values (NaN or inf)"),
         (row(0.1, 0.2), np.array([[1, 2]], np.int32), "TOP_N must have shape [1, 1], got [1, 2]"),
-        (row(0.1, 0.2), np.array([[0]], np.int32), "TOP_N is 0; it must be between 1 and the number of documents (2)"),
-        (row(0.1, 0.2), np.array([[-3]], np.int32), "TOP_N is -3; it must be between 1 and the number of documents (2)"),
-        (row(0.1, 0.2), np.array([[3]], np.int32), "TOP_N is 3; it must be between 1 and the number of documents (2)"),
+        (row(0.1, 0.2), np.array([[0]], np.int32), "TOP_N must be between 1 and the number of documents (2), got 0"),
+        (row(0.1, 0.2), np.array([[-3]], np.int32), "TOP_N must be between 1 and the number of documents (2), got -3"),
+        (row(0.1, 0.2), np.array([[3]], np.int32), "TOP_N must be between 1 and the number of documents (2), got 3"),
     ],
 )
 def test_each_bad_input_is_refused_with_its_message(raw, top_n, message):
