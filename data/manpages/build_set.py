@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from python_backends.calibration.bm25 import BM25
+from reranker_calibrate.bm25 import BM25
 
 PACKAGES = {  # Debian 12 (bookworm) packages and the sha256 of the .deb files this set was built from
     "manpages_6.03-2_all.deb": "efa1ba4cd19ad7baeae959c9209a7eb74be2ebb858bcabb412597bfc9f588c91",

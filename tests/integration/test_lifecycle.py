@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from python_backends.calibration import dump_profile, load_profile
-from python_backends.calibration.profiles import CalibrationProfile, PlattCalibrator
+from python_backends.calibrate.profile_schema import dump_profile, load_profile
+from python_backends.calibrate.profiles import CalibrationProfile, PlattCalibrator
 from reranker_client import RerankClient
 from tests.triton_server import ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids
 

@@ -285,7 +285,7 @@ def test_refused_requests_are_not_counted_as_admitted_pairs(server, protocol):
 def test_scores_are_the_shipped_profile_applied_to_raw_scores(client):
     from pathlib import Path
 
-    from python_backends.calibration import load_profile
+    from python_backends.calibrate.profile_schema import load_profile
 
     profile = load_profile(Path(__file__).resolve().parents[2] / "model_repository/rerank_calibrate/profiles/all-minilm-l6-v2.json")
     query, relevant, irrelevant = KNOWN[2]

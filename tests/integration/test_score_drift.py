@@ -9,9 +9,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from python_backends.calibration import load_profile
-from python_backends.calibration.scoring import TritonScorer, read_pairs
 from python_backends.calibrate.drift import PSI_ALERT
+from python_backends.calibrate.profile_schema import load_profile
+from reranker_calibrate.pair_scoring import TritonScorer, read_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = load_profile(ROOT / "model_repository" / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json")

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from python_backends.calibration import CALIBRATORS, load_profile
-from python_backends.calibration.cli import main
+from python_backends.calibrate.profile_schema import load_profile
+from python_backends.calibrate.profiles import CALIBRATORS
+from reranker_calibrate.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -126,7 +127,7 @@ def test_module_entry_point_runs(tmp_path):
     data, raw_path, _ = _make_set(tmp_path, with_old=True, seed=3)
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "python_backends.calibration", *_fit_args(data, raw_path, out)],
+        [sys.executable, "-m", "reranker_calibrate", *_fit_args(data, raw_path, out)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -134,7 +135,7 @@ def test_module_entry_point_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     check = subprocess.run(
-        [sys.executable, "-m", "python_backends.calibration", "check", str(out / "synthetic-logit.json")],
+        [sys.executable, "-m", "reranker_calibrate", "check", str(out / "synthetic-logit.json")],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -4,9 +4,9 @@ import hashlib
 from collections import Counter
 from pathlib import Path
 
-from python_backends.calibration import load_profile
-from python_backends.calibration.scoring import read_pairs
-from python_backends.calibration.selection import query_folds
+from python_backends.calibrate.profile_schema import load_profile
+from reranker_calibrate.pair_scoring import read_pairs
+from reranker_calibrate.selection import query_folds
 
 PAIRS = Path(__file__).resolve().parents[2] / "data" / "calibration" / "pairs.jsonl"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from python_backends.calibration import CalibrationProfileError, profile_from_dict, profile_to_dict
-from python_backends.calibration.fitting import CalibrationFitError, fit_temperature
 from python_backends.calibrate.drift import DriftWindow, ScoreDistribution, population_stability_index
+from python_backends.calibrate.profile_schema import CalibrationProfileError, profile_from_dict, profile_to_dict
+from reranker_calibrate.fitting import CalibrationFitError, fit_temperature
 
 RNG = np.random.default_rng(7)
 

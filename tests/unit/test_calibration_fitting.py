@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from python_backends.calibration import IdentityCalibrator, SigmoidCalibrator, sigmoid
-from python_backends.calibration.fitting import (
+from python_backends.calibrate.profiles import IdentityCalibrator, SigmoidCalibrator, sigmoid
+from reranker_calibrate.fitting import (
     CalibrationFitError,
     fit_affine,
     fit_calibrator,

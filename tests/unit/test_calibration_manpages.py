@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from python_backends.calibration import load_profile
-from python_backends.calibration.bm25 import BM25
-from python_backends.calibration.evaluation import ranking_quality
-from python_backends.calibration.scoring import LabelledPair, PrecomputedScorer, read_pairs
+from python_backends.calibrate.profile_schema import load_profile
+from reranker_calibrate.bm25 import BM25
+from reranker_calibrate.evaluation import ranking_quality
+from reranker_calibrate.pair_scoring import LabelledPair, PrecomputedScorer, read_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 SET = ROOT / "data" / "manpages" / "pairs.jsonl"

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from python_backends.calibration.metrics import (
+from reranker_calibrate.metrics import (
     brier_score,
     expected_calibration_error,
     log_loss,

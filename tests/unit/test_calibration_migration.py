@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from python_backends.calibration import load_profile
-from python_backends.calibration.migration import map_thresholds, old_stack_scores
-from python_backends.calibration.scoring import PrecomputedScorer, read_pairs
+from python_backends.calibrate.profile_schema import load_profile
 from python_backends.model_source import resolve_model
+from reranker_calibrate.migration import map_thresholds, old_stack_scores
+from reranker_calibrate.pair_scoring import PrecomputedScorer, read_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "manpages"

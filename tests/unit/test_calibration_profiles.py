@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from python_backends.calibration import (
+from python_backends.calibrate.profiles import (
     AffineCalibrator,
     CalibrationProfile,
     IdentityCalibrator,

@@ -5,13 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from python_backends.calibration import (
-    CALIBRATORS,
-    CalibrationProfile,
-    CalibrationProfileError,
-    dump_profile,
-    load_profile,
-)
+from python_backends.calibrate.profile_schema import CalibrationProfileError, dump_profile, load_profile
+from python_backends.calibrate.profiles import CALIBRATORS, CalibrationProfile
 
 PARAMS = {
     "identity": {},

@@ -8,7 +8,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import deserialize_bytes_tensor
 
-from python_backends.calibration.scoring import (
+from reranker_calibrate.pair_scoring import (
     DataError,
     LabelledPair,
     PrecomputedScorer,

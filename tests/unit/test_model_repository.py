@@ -9,7 +9,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from python_backends.calibration.schema import load_profile
+from python_backends.calibrate.profile_schema import load_profile
 from python_backends.model_source import ModelSourceError, resolve_model, verify_sha256
 
 REPO = Path(__file__).resolve().parents[2] / "model_repository"

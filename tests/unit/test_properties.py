@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from python_backends.calibration.profiles import (
+from python_backends.calibrate.profiles import (
     AffineCalibrator,
     IsotonicCalibrator,
     PlattCalibrator,

@@ -15,8 +15,9 @@ matplotlib.use("Agg")  # files only, no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from python_backends.calibrate.profiles import Calibrator, sigmoid  # noqa: E402
+
 from .metrics import OperatingPoint, reliability_bins, roc_auc  # noqa: E402
-from .profiles import Calibrator, sigmoid  # noqa: E402
 from .selection import CalibrationRun  # noqa: E402
 
 

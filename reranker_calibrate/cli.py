@@ -5,7 +5,7 @@
         --url localhost:8001 --out-dir build/calibration
     reranker-calibrate check model_repository/rerank_calibrate/profiles/*.json
 
-(or ``python -m python_backends.calibration ...``)
+(or ``python -m reranker_calibrate ...``)
 
 ``fit`` writes <out-dir>/<name>.json (the profile), scored.jsonl (pairs with raw_score, reusable
 with --raw-scores-from), report.md and report.png.
@@ -20,9 +20,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .profiles import CALIBRATORS, SCORE_TYPES
-from .schema import CalibrationProfileError, dump_profile, load_profile
-from .scoring import PrecomputedScorer, Scorer, ScoringError, TritonScorer, read_pairs, write_scored
+from python_backends.calibrate.profile_schema import CalibrationProfileError, dump_profile, load_profile
+from python_backends.calibrate.profiles import CALIBRATORS, SCORE_TYPES
+
+from .pair_scoring import PrecomputedScorer, Scorer, ScoringError, TritonScorer, read_pairs, write_scored
 from .selection import analyse
 
 
@@ -182,8 +183,9 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _old_stack(args: argparse.Namespace) -> int:
     import json
 
+    from python_backends.model_source import resolve_model
+
     from .migration import old_stack_scores
-    from ..model_source import resolve_model
 
     scores = old_stack_scores(read_pairs(args.data), resolve_model(args.model), progress=not args.quiet)
     args.out.write_text("".join(json.dumps({"old_score": round(float(s), 7)}) + "\n" for s in scores))

@@ -3,7 +3,7 @@
 Why cross-validation by query: the documents of one query are correlated, so a split by pair would
 leak; folds follow the sha256 of the query text, so the same data gives the same folds on every
 machine; and with a few hundred pairs, scoring every pair out-of-fold is far less noisy than one
-small held-out part. numpy only; the rendering is in ``report.py``.
+small held-out part. The rendering is in ``report.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..drift import ScoreDistribution
+from python_backends.calibrate.drift import ScoreDistribution
+from python_backends.calibrate.profiles import CALIBRATORS, CalibrationProfile, Calibrator
+
 from .fitting import CalibrationFitError, fit_calibrator
 from .metrics import (
     OperatingPoint,
@@ -29,8 +31,7 @@ from .metrics import (
     threshold_for_precision,
     threshold_for_recall,
 )
-from .profiles import CALIBRATORS, CalibrationProfile, Calibrator
-from .scoring import LabelledPair, ScoreResult
+from .pair_scoring import LabelledPair, ScoreResult
 
 #: Order in which ties of held-out log-loss (within LOG_LOSS_TIE) are broken: fewer knobs first.
 METHOD_PREFERENCE = ("identity", "sigmoid", "temperature", "platt", "affine", "isotonic")

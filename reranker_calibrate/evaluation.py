@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from python_backends.calibrate.profiles import CalibrationProfile
+
 from .bm25 import BM25
-from .profiles import CalibrationProfile
-from .scoring import LabelledPair, group_by_query
+from .pair_scoring import LabelledPair, group_by_query
 from .selection import Metrics, evaluate
 
 

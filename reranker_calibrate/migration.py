@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .metrics import OperatingPoint, map_threshold_by_quantile, operating_point
-from .scoring import LabelledPair
+from .pair_scoring import LabelledPair
 from .selection import query_folds
 
 HELD_OUT_FOLDS = 5  # one query fold in five is held out

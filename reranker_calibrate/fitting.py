@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .profiles import (
+from python_backends.calibrate.profiles import (
     CALIBRATORS,
     AffineCalibrator,
     Calibrator,
