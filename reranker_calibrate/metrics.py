@@ -1,4 +1,4 @@
-"""Calibration and ranking metrics, thresholds, and old -> new threshold mapping (numpy only).
+"""Calibration and ranking metrics (scikit-learn's), thresholds, and old -> new threshold mapping.
 
 Threshold convention everywhere: a pair is *kept* (predicted relevant) when score >= threshold.
 """
@@ -9,6 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import brier_score_loss, roc_auc_score
+from sklearn.metrics import log_loss as sklearn_log_loss
 
 ArrayLike = np.ndarray | Sequence[float]
 
@@ -45,16 +48,16 @@ class ReliabilityBins:
 
 
 def reliability_bins(probs: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> ReliabilityBins:
-    """Bin b holds p in [b/n_bins, (b+1)/n_bins); the last bin also holds p = 1."""
+    """scikit-learn's ``calibration_curve`` (uniform strategy) with the bin counts it does not return: bin b holds
+    p in (b/n_bins, (b+1)/n_bins], the first bin also p = 0."""
     p, y = _probs_labels(probs, labels)
     if n_bins < 1:
         raise ValueError("n_bins must be >= 1")
-    index = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)
-    count = np.bincount(index, minlength=n_bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_p = np.bincount(index, weights=p, minlength=n_bins) / count
-        frac_y = np.bincount(index, weights=y, minlength=n_bins) / count
-    return ReliabilityBins(np.linspace(0.0, 1.0, n_bins + 1), mean_p, frac_y, count)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    count = np.bincount(np.searchsorted(edges[1:-1], p, side="left"), minlength=n_bins)  # calibration_curve's rule
+    fraction_positive, mean_predicted = np.full(n_bins, np.nan), np.full(n_bins, np.nan)
+    fraction_positive[count > 0], mean_predicted[count > 0] = calibration_curve(y, p, n_bins=n_bins, strategy="uniform")
+    return ReliabilityBins(edges, mean_predicted, fraction_positive, count)
 
 
 def expected_calibration_error(probs: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> float:
@@ -69,28 +72,22 @@ def expected_calibration_error(probs: ArrayLike, labels: ArrayLike, n_bins: int 
 def brier_score(probs: ArrayLike, labels: ArrayLike) -> float:
     """Mean squared error of the probability against the 0/1 label."""
     p, y = _probs_labels(probs, labels)
-    return float(np.mean((p - y) ** 2))
+    return float(brier_score_loss(y, p, pos_label=1.0))
 
 
-def log_loss(probs: ArrayLike, labels: ArrayLike, eps: float = 1e-15) -> float:
-    """Mean cross-entropy, with p clipped to [eps, 1 - eps] so a confident miss costs ~34.5, not inf."""
+def log_loss(probs: ArrayLike, labels: ArrayLike) -> float:
+    """Mean cross-entropy; scikit-learn clips p to [eps, 1 - eps] (float64 eps, 2.2e-16), so a confident miss
+    costs ~36, not inf."""
     p, y = _probs_labels(probs, labels)
-    p = np.clip(p, eps, 1.0 - eps)
-    return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log1p(-p)))
+    return float(sklearn_log_loss(y, p, labels=[0.0, 1.0]))
 
 
 def roc_auc(scores: ArrayLike, labels: ArrayLike) -> float:
-    """ROC-AUC from ranks (Mann-Whitney U); tied scores share their average rank (counts 1/2)."""
+    """ROC-AUC; tied scores count 1/2 (the Mann-Whitney U)."""
     s, y = _scores_labels(scores, labels)
-    n_pos = float(y.sum())
-    n_neg = float(y.size - n_pos)
-    if n_pos == 0 or n_neg == 0:
+    if np.unique(y).size < 2:
         raise ValueError("ROC-AUC needs both classes")
-    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
-    last_rank = np.cumsum(counts)
-    average_rank = last_rank - (counts - 1) / 2.0  # 1-based ranks, ties averaged
-    rank_sum = float(average_rank[inverse][y == 1.0].sum())
-    return (rank_sum - n_pos * (n_pos + 1.0) / 2.0) / (n_pos * n_neg)
+    return float(roc_auc_score(y, s))
 
 
 @dataclass(frozen=True)

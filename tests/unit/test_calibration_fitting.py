@@ -1,9 +1,11 @@
-"""Fitting: parameter recovery from data drawn from the model, PAV by hand, and refusals."""
+"""Fitting with scikit-learn: parameter recovery from data drawn from the model, the exact optimum, PAV against a
+hand-worked example, and refusals."""
 
 import numpy as np
 import pytest
 
 from python_backends.calibrate.profiles import IdentityCalibrator, SigmoidCalibrator, sigmoid
+from reranker_calibrate import fitting
 from reranker_calibrate.fitting import (
     CalibrationFitError,
     fit_affine,
@@ -44,6 +46,18 @@ def test_temperature_recovers_known_temperature():
     assert fit_temperature(raw, labels, target_smoothing=False).temperature == pytest.approx(2.5, rel=0.05)
 
 
+def test_platt_fit_is_the_exact_maximum_likelihood():
+    # At the optimum the gradient of the cross-entropy vanishes: mean(p - t) = 0 and mean((p - t) * raw) = 0.
+    # scikit-learn's default tolerance leaves ~1e-7 here; a refit of a committed profile must agree to ~1e-12.
+    rng = np.random.default_rng(9)
+    raw = rng.uniform(-0.1, 0.8, 4000)
+    labels = _draw(rng, raw, 11.0, -6.8)
+    fit = fit_platt(raw, labels)
+    p = sigmoid(fit.a * raw + fit.b)
+    residual = p - platt_targets(labels.astype(np.float64), True)
+    assert abs(residual.mean()) < 1e-12 and abs((residual * raw).mean()) < 1e-12
+
+
 def test_affine_is_the_platt_fit_reparametrised():
     rng = np.random.default_rng(3)
     raw = rng.normal(0.3, 0.2, 5000)
@@ -63,12 +77,30 @@ def test_platt_targets_follow_platt_1999():
 def test_separable_scores_need_target_smoothing():
     raw = np.array([-3.0, -2.0, -1.0, 1.0, 2.0, 3.0])
     labels = np.array([0, 0, 0, 1, 1, 1])
-    with pytest.raises(CalibrationFitError, match="did not converge.*separable"):
+    with pytest.raises(CalibrationFitError, match=r"no finite optimum \(relevant and irrelevant scores are separable"):
         fit_platt(raw, labels, target_smoothing=False)
+    with pytest.raises(CalibrationFitError, match="separable: fit with target smoothing"):
+        fit_temperature(raw, labels, target_smoothing=False)  # split at 0: no intercept needed to separate them
     fit = fit_platt(raw, labels, target_smoothing=True)
     probs = fit.apply(raw)
     assert np.isfinite(fit.a) and fit.a > 0
     assert 0.0 < probs.min() < 0.5 < probs.max() < 1.0
+
+
+def test_scores_split_off_zero_are_separable_for_platt_only():
+    raw, labels = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0, 0, 1, 1])
+    with pytest.raises(CalibrationFitError, match="separable"):
+        fit_platt(raw, labels, target_smoothing=False)
+    # sigmoid(raw / T) cannot cut at 2.5 (it has no bias), so its likelihood has a finite optimum
+    assert 0.0 < fit_temperature(raw, labels, target_smoothing=False).temperature < np.inf
+
+
+def test_a_fit_that_runs_out_of_newton_steps_is_refused(monkeypatch):
+    monkeypatch.setattr(fitting, "MAX_NEWTON_STEPS", 1)
+    rng = np.random.default_rng(4)
+    raw = rng.normal(1.0, 2.0, 500)
+    with pytest.raises(CalibrationFitError, match="^logistic fit did not converge in 1 Newton steps$"):
+        fit_platt(raw, _draw(rng, raw, 1.5, -2.0))
 
 
 def test_reversed_scores_are_refused():
@@ -81,7 +113,7 @@ def test_reversed_scores_are_refused():
         fit_temperature(raw, labels)
 
 
-def test_isotonic_pav_by_hand():
+def test_isotonic_is_pav_worked_by_hand():
     # labels 0 1 0 1 1 0 at x = 1..6. PAV: [0] [1,0]->0.5 [1,1,0]->2/3 (equal means pool too).
     fit = fit_isotonic([1, 2, 3, 4, 5, 6], [0, 1, 0, 1, 1, 0])
     assert fit.x == (1.0, 2.0, 3.0, 4.0, 6.0)

@@ -1,4 +1,4 @@
-"""Metrics against hand-worked examples; the arithmetic is written out next to each."""
+"""Metrics (scikit-learn's, and the thresholds) against hand-worked examples; the arithmetic is next to each."""
 
 import math
 
@@ -20,18 +20,18 @@ from reranker_calibrate.metrics import (
 
 
 def test_ece_worked_example():
-    # 10 equal-width bins, n = 8. Non-empty bins:
-    #   [0.0, 0.1): p = .05           y = 0      |.05 - 0|     * 1/8 = 0.00625
-    #   [0.1, 0.2): p = .15 .15       y = 0 1    |.15 - .5|    * 2/8 = 0.08750
-    #   [0.3, 0.4): p = .35           y = 0      |.35 - 0|     * 1/8 = 0.04375
-    #   [0.6, 0.7): p = .65           y = 1      |.65 - 1|     * 1/8 = 0.04375
-    #   [0.9, 1.0]: p = .95 .95 1.0   y = 1 1 1  |.96667 - 1|  * 3/8 = 0.01250   (p = 1.0 is in the last bin)
+    # 10 equal-width bins (b/10, (b+1)/10], the first from 0; n = 8. Non-empty bins:
+    #   [0.0, 0.1]: p = .05           y = 0      |.05 - 0|     * 1/8 = 0.00625
+    #   (0.1, 0.2]: p = .15 .15       y = 0 1    |.15 - .5|    * 2/8 = 0.08750
+    #   (0.3, 0.4]: p = .35           y = 0      |.35 - 0|     * 1/8 = 0.04375
+    #   (0.6, 0.7]: p = .65           y = 1      |.65 - 1|     * 1/8 = 0.04375
+    #   (0.9, 1.0]: p = .95 .95 1.0   y = 1 1 1  |.96667 - 1|  * 3/8 = 0.01250
     #   ECE = 0.00625 + 0.0875 + 0.04375 + 0.04375 + 0.0125 = 0.19375
     p = [0.05, 0.15, 0.15, 0.35, 0.65, 0.95, 0.95, 1.0]
     y = [0, 0, 1, 0, 1, 1, 1, 1]
     assert expected_calibration_error(p, y) == pytest.approx(0.19375, abs=1e-12)
-    # Two bins: [0, .5): p .05 .15 .15 .35 mean .175, y mean .25 -> .075 * 4/8 = .0375
-    #           [.5, 1]: p .65 .95 .95 1.0 mean .8875, y mean 1 -> .1125 * 4/8 = .05625
+    # Two bins: [0, .5]: p .05 .15 .15 .35 mean .175, y mean .25 -> .075 * 4/8 = .0375
+    #           (.5, 1]: p .65 .95 .95 1.0 mean .8875, y mean 1 -> .1125 * 4/8 = .05625
     assert expected_calibration_error(p, y, n_bins=2) == pytest.approx(0.09375, abs=1e-12)
 
 
@@ -40,6 +40,14 @@ def test_reliability_bins_counts_and_empty_bins():
     np.testing.assert_array_equal(bins.count, [1, 2, 0, 0, 0, 0, 0, 0, 0, 1])
     assert np.isnan(bins.mean_predicted[2])
     assert bins.fraction_positive[1] == 0.5
+
+
+def test_a_probability_on_a_bin_edge_is_in_the_lower_bin():
+    # calibration_curve's rule: bin b is (b/n, (b+1)/n]; isotonic fits give such exact values (1/2, 4/5)
+    bins = reliability_bins([0.0, 0.5, 0.5, 0.8, 1.0], [0, 0, 1, 1, 1], n_bins=2)
+    np.testing.assert_array_equal(bins.count, [3, 2])
+    np.testing.assert_allclose(bins.mean_predicted, [1 / 3, 0.9])
+    np.testing.assert_allclose(bins.fraction_positive, [1 / 3, 1.0])
 
 
 def test_perfectly_calibrated_scores_have_zero_ece():
@@ -54,10 +62,10 @@ def test_brier_worked_example():
 def test_log_loss_worked_example_and_clipping():
     # -(ln .8 + ln(1 - .25)) / 2 = (0.2231436 + 0.2876821) / 2
     assert log_loss([0.8, 0.25], [1, 0]) == pytest.approx((-math.log(0.8) - math.log(0.75)) / 2, rel=1e-12)
-    # A confident miss is clipped at eps = 1e-15: -ln(1e-15) = 34.5388, not infinity
-    # (1 - 1e-15 rounds in float64, so the p = 1 side is only ~34.5).
-    assert log_loss([0.0], [1]) == pytest.approx(-math.log(1e-15), rel=1e-12)
-    assert log_loss([1.0], [0]) == pytest.approx(34.5, abs=0.1)
+    # A confident miss is clipped at float64's eps = 2.22e-16: -ln(eps) = 36.0437, not infinity
+    # (1 - eps is a float64 too, so the p = 1 side costs the same).
+    assert log_loss([0.0], [1]) == pytest.approx(-math.log(np.finfo(np.float64).eps), rel=1e-12)
+    assert log_loss([1.0], [0]) == pytest.approx(36.0437, abs=1e-4)
 
 
 def test_probability_metrics_refuse_values_outside_0_1():
