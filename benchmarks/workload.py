@@ -15,15 +15,15 @@ from benchmarks.settings import Settings
 
 class Workload:
     def __init__(self, s: Settings):
-        from python_backends.model_family import ModelFamily, detect_model
-        from python_backends.prompts import qwen3_reranker_prompt
-        from python_backends.tokenization import make_encoder
+        from python_backends.families import Qwen3YesNo, detect_model
+        from python_backends.families.qwen3_yes_no import qwen3_reranker_prompt
+        from python_backends.preprocess.tokenization import make_encoder
 
         t0 = time.perf_counter()
         self.model_dir = str(s.model_dir)
         self.max_model_len = int(s.engine_args()["max_model_len"])
         self.info = detect_model(self.model_dir)
-        self.yes_no = self.info.family is ModelFamily.YES_NO_RERANKER
+        self.yes_no = self.info.family is Qwen3YesNo
         self.encoder = make_encoder(self.info.family, self.model_dir, self.max_model_len)
         self.flop_model = FlopModel.from_config(self.model_dir)
         key = json.dumps([self.model_dir, s.total_requests(), self.max_model_len, s.shape.__dict__], sort_keys=True)
@@ -58,7 +58,7 @@ class Workload:
         all_lengths = [n for ls in self.lengths for n in ls]
         return {
             "model_dir": self.model_dir,
-            "family": self.info.family.value,
+            "family": self.info.family.name,
             "text": corpus.corpus_info(),
             "requests": len(self.requests),
             "docs_per_request": len(self.requests[0].documents),

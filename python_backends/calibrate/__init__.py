@@ -1,5 +1,6 @@
-"""The calibrate step: raw engine scores -> calibrated probabilities and a ranking (numpy only).
+"""The calibrate step: raw engine scores -> calibrated probabilities and a ranking (numpy only on the request path).
 
-`step` (settings, the profile in force and its hot reload, input checks, calibrate), `ranking` (best first, ties in
+`settings` (the step's parameters, read once), `step` (the profile in force and its hot reload, input checks,
+calibrate), `profiles` and `profile_schema` (the profile format and how it is applied), `ranking` (best first, ties in
 input order), `drift` (is the live raw-score distribution still the profile's?), `monitoring` (its Prometheus series).
 """

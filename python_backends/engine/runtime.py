@@ -22,11 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..model_family import detect_model
+from ..families import detect_model
 from ..model_source import resolve_model, verify_sha256
 from .inputs import EngineLimits, SequenceBatch
 from .orphan_guard import OrphanGuard, children
-from .scoring import SCORE_KINDS
 from .settings import EngineSettings, check_vllm_version
 
 log = logging.getLogger(__name__)
@@ -85,7 +84,7 @@ class AsyncEngine:
         model_path = resolve_model(settings.model)
         verify_sha256(model_path, settings.model_sha256)
         family = detect_model(model_path).family
-        self.kind = SCORE_KINDS[family](PoolingParams, vllm_release)
+        self.kind = family.score_kind(PoolingParams, vllm_release)
         engine_args = AsyncEngineArgs(**settings.vllm_args(model_path, family))
 
         self._loop = asyncio.new_event_loop()

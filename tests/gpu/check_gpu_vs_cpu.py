@@ -167,15 +167,15 @@ def torch_reference(model_dir: str, round_fp16: bool) -> list[list[float]]:
     import torch
     from transformers import AutoModel
 
-    from python_backends.model_family import ModelFamily
-    from python_backends.tokenization import make_encoder
+    from python_backends.families import BiEncoder
+    from python_backends.preprocess.tokenization import make_encoder
 
     model = AutoModel.from_pretrained(model_dir, dtype=torch.float32).eval()
     if round_fp16:
         with torch.no_grad():
             for p in model.parameters():
                 p.copy_(p.to(torch.float16).to(torch.float32))
-    enc = make_encoder(ModelFamily.BI_ENCODER, model_dir, 256)
+    enc = make_encoder(BiEncoder, model_dir, 256)
     out = []
     with torch.inference_mode():
         for case in CASES:

@@ -10,17 +10,18 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from python_backends.model_family import ModelFamily
-from python_backends.model_source import resolve_model
-from python_backends.preprocessing import Preprocessor, RawRequest
+from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest, Overloaded
-from python_backends.request_validation import InputLimits
-from python_backends.tokenization import BoundedTokenizer, LongDocuments, _backend, make_encoder
+from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
+from python_backends.model_source import resolve_model
+from python_backends.preprocess.request import RequestTensors
+from python_backends.preprocess.step import Preprocessor
+from python_backends.preprocess.tokenization import BoundedTokenizer, LongDocuments, _backend, make_encoder
 from tests.tiny_models import WORDS, session_models
 
 EMPTY = " is empty: it has no characters or tokens to score (only whitespace, control, invisible or special characters)"
-LIMITS = InputLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096)
-FAMILIES = {"bert": ModelFamily.CROSS_ENCODER, "qwen3": ModelFamily.YES_NO_RERANKER, "minilm": ModelFamily.BI_ENCODER}
+LIMITS = RequestLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256)
+FAMILIES = {"bert": CrossEncoder, "qwen3": Qwen3YesNo, "minilm": BiEncoder}
 
 
 @pytest.fixture(scope="module")
@@ -158,9 +159,9 @@ def test_work_is_an_upper_bound_known_before_tokenizing(paths):
     pre = _pre(paths, "minilm")
     span = pre.encoder.document_span()
     assert span == 62
-    request = pre.parse(RawRequest(_row("q"), _row("ab", "é" * 10, _prose(1000))))
+    request = pre.parse(RequestTensors(_row("q"), _row("ab", "é" * 10, _prose(1000))))
     assert pre.work(request) == 2 + 20 + span
-    capped = pre.parse(RawRequest(_row("q"), _row(_prose(1000)), max_tokens_per_doc=_int(5)))
+    capped = pre.parse(RequestTensors(_row("q"), _row(_prose(1000)), max_tokens_per_doc=_int(5)))
     assert pre.work(capped) == 5
 
 
@@ -168,10 +169,10 @@ def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
     pre = _pre(paths, "minilm", budget=100)
     big, small = _prose(1000, 9), "paris"
     batch = [
-        RawRequest(_row("q"), _row(big)),  # 62 tokens of work: admitted
-        RawRequest(_row("q"), _row("")),  # invalid: refused as such, costs nothing
-        RawRequest(_row("q"), _row(big)),  # 62 + 62 > 100: refused
-        RawRequest(_row("q"), _row(small)),  # 62 + 5 <= 100: admitted
+        RequestTensors(_row("q"), _row(big)),  # 62 tokens of work: admitted
+        RequestTensors(_row("q"), _row("")),  # invalid: refused as such, costs nothing
+        RequestTensors(_row("q"), _row(big)),  # 62 + 62 > 100: refused
+        RequestTensors(_row("q"), _row(small)),  # 62 + 5 <= 100: admitted
     ]
     results = pre.run_batch(batch)
     assert [type(r).__name__ for r in results] == ["EngineInputs", "InvalidRequest", "Overloaded", "EngineInputs"]
@@ -179,6 +180,6 @@ def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
         "preprocess is over its work budget (62 of 100 document tokens in this batch, this request needs up to 62): "
         "retry later"
     )
-    alone = pre.run_batch([RawRequest(_row("q"), _row(*[big] * 5))])  # over budget alone: the first always runs
+    alone = pre.run_batch([RequestTensors(_row("q"), _row(*[big] * 5))])  # over budget alone: the first always runs
     assert type(alone[0]).__name__ == "EngineInputs"
     assert isinstance(results[2], Overloaded)

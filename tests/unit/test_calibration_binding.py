@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from python_backends.calibrate.step import CalibrateSettings, ProfileStore, bound_profile, validated_inputs
+from benchmarks.engine_config import config_path, read_config
+from python_backends.calibrate.settings import CalibrateSettings
+from python_backends.calibrate.step import ProfileStore, bound_profile, validated_inputs
 from python_backends.calibrate.profile_schema import CalibrationProfileError, load_profile
 from python_backends.errors import InvalidRequest
 from python_backends.triton_params import ModelParameters
@@ -27,10 +28,7 @@ COSINE_PROFILE = REPO / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json
 
 def step_config(step: str, variant: str) -> model_config_pb2.ModelConfig:
     """What tritonserver --model-config-name=<variant> loads: configs/<variant>.pbtxt where present, else config.pbtxt."""
-    path = REPO / step / "configs" / f"{variant}.pbtxt"
-    if variant == "config" or not path.is_file():
-        path = REPO / step / "config.pbtxt"
-    return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+    return read_config(config_path(variant, step, REPO))
 
 
 def model_reference(cfg: model_config_pb2.ModelConfig) -> str:

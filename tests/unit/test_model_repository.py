@@ -6,10 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from google.protobuf import text_format
+from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2
 
+from benchmarks.engine_config import config_path, read_config
 from python_backends.calibrate.profile_schema import load_profile
+from python_backends.contract import RequestLimits
+from python_backends.families import Qwen3YesNo
 from python_backends.model_source import ModelSourceError, resolve_model, verify_sha256
 
 REPO = Path(__file__).resolve().parents[2] / "model_repository"
@@ -17,7 +20,7 @@ PYTHON_MODELS = ("rerank_preprocess", "rerank_engine", "rerank_calibrate")
 
 
 def config(name: str) -> model_config_pb2.ModelConfig:
-    return text_format.Parse((REPO / name / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    return read_config(REPO / name / "config.pbtxt")
 
 
 def param(cfg: model_config_pb2.ModelConfig, key: str) -> str:
@@ -47,12 +50,20 @@ def engine_args(cfg: model_config_pb2.ModelConfig) -> dict:
     return json.loads(param(cfg, "engine_args"))
 
 
-@pytest.mark.parametrize("variant", ["config.pbtxt", "configs/gpu.pbtxt", "configs/gpu-bge-m3.pbtxt"])
+@pytest.mark.parametrize("variant", ["config", "gpu", "gpu-bge-m3"])
 def test_preprocess_and_engine_name_the_same_model_and_length(variant):
-    read = lambda name: text_format.Parse((REPO / name / variant).read_text(), model_config_pb2.ModelConfig())  # noqa: E731
-    pre, engine = read("rerank_preprocess"), read("rerank_engine")
+    pre, engine = (read_config(config_path(variant, name, REPO)) for name in ("rerank_preprocess", "rerank_engine"))
+    limits = RequestLimits.from_model_config(json_format.MessageToDict(pre, preserving_proto_field_name=True))
     assert param(pre, "model") == engine_args(engine)["model"]
-    assert int(param(pre, "max_model_len")) == engine_args(engine)["max_model_len"]
+    assert limits.max_model_len == engine_args(engine)["max_model_len"]
+
+
+def test_the_qwen3_config_carries_the_engine_args_its_family_requires():
+    """vLLM's arguments are written whole in the config; the family says what they must hold (the engine checks
+    the same at load)."""
+    args = engine_args(read_config(config_path("gpu", "rerank_engine", REPO)))
+    assert args["model"] == "Qwen/Qwen3-Reranker-0.6B"
+    assert {key: args.get(key) for key in Qwen3YesNo.engine_args} == dict(Qwen3YesNo.engine_args)
 
 
 def test_embedded_default_weights_match_their_pinned_sha256():

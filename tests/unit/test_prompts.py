@@ -1,6 +1,6 @@
 """The Qwen3-Reranker prompt, character for character as its model card (and docs BRIEF) writes it."""
 
-from python_backends.prompts import QWEN3_DEFAULT_INSTRUCTION, QWEN3_PREFIX, QWEN3_SUFFIX, qwen3_reranker_prompt
+from python_backends.families.qwen3_yes_no import QWEN3_DEFAULT_INSTRUCTION, QWEN3_PREFIX, QWEN3_SUFFIX, qwen3_reranker_prompt
 
 # Written out by hand from the model card; the code's constants are not used to build it.
 LITERAL = (

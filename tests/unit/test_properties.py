@@ -15,17 +15,17 @@ from python_backends.calibrate.profiles import (
     SigmoidCalibrator,
     TemperatureCalibrator,
 )
-from python_backends.model_family import detect_model
-from python_backends.model_source import resolve_model
-from python_backends.preprocessing import Preprocessor
-from python_backends.prompts import QWEN3_PREFIX, QWEN3_SUFFIX
+from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest
-from python_backends.request_validation import InputLimits
-from python_backends.tokenization import make_encoder
+from python_backends.families import detect_model
+from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX
+from python_backends.model_source import resolve_model
+from python_backends.preprocess.step import Preprocessor
+from python_backends.preprocess.tokenization import make_encoder
 from tests.tiny_models import session_models
 
 MAX_LEN = 48
-LIMITS = InputLimits(max_documents=16, max_document_bytes=2_000_000, max_query_bytes=10_000)
+LIMITS = RequestLimits(max_documents=16, max_document_bytes=2_000_000, max_query_bytes=10_000, max_model_len=MAX_LEN)
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 texts = st.text(min_size=1, max_size=400).filter(lambda s: s.strip() != "")

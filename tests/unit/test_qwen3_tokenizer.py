@@ -10,8 +10,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from benchmarks import qwen3_tokenizer
-from python_backends.prompts import QWEN3_PREFIX, QWEN3_SUFFIX, qwen3_reranker_prompt
-from python_backends.tokenization import Qwen3YesNoPrompts
+from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
 
 # <|im_start|>system\nJudge whether the Document meets ... only be "yes" or "no".<|im_end|>\n<|im_start|>user\n
 PREFIX_IDS = [

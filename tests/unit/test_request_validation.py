@@ -7,11 +7,11 @@ import re
 import numpy as np
 import pytest
 
+from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest
-from python_backends.request_validation import InputLimits, RerankRequest, parse_request
-from python_backends.triton_params import ConfigError, ModelParameters
+from python_backends.preprocess.request import RequestTensors, RerankRequest, parse_request
 
-LIMITS = InputLimits(max_documents=3, max_document_bytes=10, max_query_bytes=20)
+LIMITS = RequestLimits(max_documents=3, max_document_bytes=10, max_query_bytes=20, max_model_len=256)
 
 
 def texts(*values) -> np.ndarray:
@@ -25,7 +25,7 @@ def top(value) -> np.ndarray:
 
 def parse(query=texts("query"), documents=texts("a", "b"), instruction=None, top_n=None, takes_instruction=False,
           max_tokens_per_doc=None):
-    return parse_request(LIMITS, query, documents, instruction, top_n, takes_instruction, max_tokens_per_doc)
+    return parse_request(RequestTensors(query, documents, instruction, top_n, max_tokens_per_doc), LIMITS, takes_instruction)
 
 
 def rejects(message: str, **kwargs) -> None:
@@ -58,17 +58,17 @@ def test_empty_query():
 )
 def test_text_empty_after_normalisation_is_refused(blank):
     """Text of only NUL, zero-width or control characters is empty: refused, never scored."""
-    roomy = InputLimits(max_documents=3, max_document_bytes=100, max_query_bytes=100)
+    roomy = RequestLimits(max_documents=3, max_document_bytes=100, max_query_bytes=100, max_model_len=256)
 
     def refused(message, **kwargs):
-        arguments = {"query": texts("q"), "documents": texts("a"), "instruction": None, "top_n": None, "takes_instruction": True}
+        tensors = RequestTensors(**{"query": texts("q"), "documents": texts("a"), **kwargs})
         with pytest.raises(InvalidRequest, match=f"^{re.escape(message)}$"):
-            parse_request(roomy, **{**arguments, **kwargs})
+            parse_request(tensors, roomy, takes_instruction=True)
 
     refused("QUERY" + EMPTY, query=texts(blank))
     refused("DOCUMENTS[1]" + EMPTY, documents=texts("a", blank))
     refused("INSTRUCTION" + EMPTY, instruction=texts(blank))
-    visible = parse_request(roomy, texts("q"), texts("a", blank + "b" + blank), None, None, False)
+    visible = parse_request(RequestTensors(texts("q"), texts("a", blank + "b" + blank)), roomy, takes_instruction=False)
     assert visible.documents[1] == blank + "b" + blank  # visible text is kept as sent
 
 
@@ -139,8 +139,13 @@ def test_wrong_shapes():
     rejects("TOP_N must be INT32, got float64", top_n=np.array([[1.0]]))
 
 
+def _config(**values: str) -> dict:
+    return {"name": "m", "parameters": {key: {"string_value": value} for key, value in values.items()}}
+
+
 def test_limits_come_from_the_model_config():
-    params = ModelParameters("rerank_preprocess", {"max_documents": "64", "max_document_bytes": "1000", "max_query_bytes": "50"})
-    assert InputLimits.from_parameters(params) == InputLimits(64, 1000, 50)
-    with pytest.raises(ConfigError, match="'max_documents' must be >= 1, got 0"):
-        InputLimits.from_parameters(ModelParameters("m", {"max_documents": "0", "max_document_bytes": "1", "max_query_bytes": "1"}))
+    config = _config(max_documents="64", max_document_bytes="1000", max_query_bytes="50", max_model_len="256")
+    assert RequestLimits.from_model_config(config) == RequestLimits(64, 1000, 50, 256)
+    with pytest.raises(ValueError, match="'max_documents' must be >= 1, got 0"):
+        RequestLimits.from_model_config(_config(max_documents="0", max_document_bytes="1", max_query_bytes="1",
+                                                max_model_len="256"))

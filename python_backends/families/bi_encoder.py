@@ -1,0 +1,66 @@
+"""Bi-encoders (sentence-embedding models): the query and each document embedded alone; the score is the cosine of
+each document's embedding with the query's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..preprocess.tokenization import EncodedRequest, EncoderBase, query_budget_error
+from .base import Checkpoint, ModelFamily, ScoreKind, as_float32
+
+
+class BiEncoderTexts(EncoderBase):
+    """The query once, then each document, each with the model's single-sequence specials."""
+
+    def _doc_budget(self) -> int:
+        return self._max_len - self._tok.num_special_tokens_to_add(is_pair=False)
+
+    def encode(
+        self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
+    ) -> EncodedRequest:
+        budget = self._doc_budget()
+        query_enc = self._encode_query(query)
+        if len(query_enc.ids) > budget:
+            raise query_budget_error(len(query_enc.ids), budget)
+        ids, owners, truncated = [self._tok.post_process(query_enc, add_special_tokens=True).ids], [-1], 0
+        for index, doc_enc in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
+            pieces, cut = self._long.fit(doc_enc, budget, max_tokens_per_doc)
+            truncated += cut
+            for piece in pieces:
+                ids.append(self._tok.post_process(piece, add_special_tokens=True).ids)
+                owners.append(index)
+        return EncodedRequest(ids, owners, None, truncated)
+
+
+def cosine_to_first(embeddings: np.ndarray) -> np.ndarray:
+    """Cosine of the query (row 0) with every document row."""
+    norms = np.linalg.norm(embeddings, axis=1)
+    norms[norms == 0] = 1.0
+    unit = embeddings / norms[:, None]
+    return (unit[1:] @ unit[0]).astype(np.float32)
+
+
+class CosineToQuery(ScoreKind):
+    """Each sequence embedded alone; the score is the cosine of each document with the query."""
+
+    task = "embed"
+    query_row = True
+
+    def params(self, types: np.ndarray) -> Any:
+        return self._params(task=self.task)  # the model's own normalisation; cosine is scale-free anyway
+
+    def sequence_scores(self, pooled: list[Any]) -> np.ndarray:
+        return cosine_to_first(np.stack([as_float32(data) for data in pooled]))
+
+
+class BiEncoder(ModelFamily):
+    name = "bi_encoder"
+    score_type = "cosine"
+    encoder = BiEncoderTexts
+    score_kind = CosineToQuery
+
+    @classmethod
+    def detects(cls, checkpoint: Checkpoint) -> bool:
+        return checkpoint.is_encoder and (checkpoint.is_sentence_transformer or checkpoint.architecture.endswith("Model"))

@@ -1,0 +1,96 @@
+"""Qwen3-Reranker: a causal LM trained to answer "yes" or "no" to a chat prompt, which vLLM loads as a one-logit
+classifier (logit_yes - logit_no) through `hf_overrides`; relevance = sigmoid of that logit.
+
+The prompt is the model card's. It is split into a fixed prefix, the query block and a fixed suffix so that
+truncation can cut the document alone and keep the suffix (where the yes/no answer is read) intact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..preprocess.tokenization import EncodedRequest, EncoderBase, LongDocuments, check_not_empty, query_budget_error
+from .base import Checkpoint, ClassifierLogit, ModelFamily
+
+QWEN3_DEFAULT_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
+QWEN3_PREFIX = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
+    'Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n'
+)
+QWEN3_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+# How vLLM turns the causal LM into a one-logit classifier: logit_yes - logit_no.
+HF_OVERRIDES = {
+    "architectures": ["Qwen3ForSequenceClassification"],
+    "classifier_from_token": ["no", "yes"],
+    "is_original_qwen3_reranker": True,
+}
+
+
+@dataclass(frozen=True)
+class YesNoPrompt:
+    """The pieces of one request's prompts: `head` is shared by all its documents."""
+
+    head: str
+    suffix: str
+
+    def render(self, document: str) -> str:
+        return f"{self.head}{document}{self.suffix}"
+
+
+def qwen3_reranker_prompt(query: str, instruction: str | None = None) -> YesNoPrompt:
+    """The exact Qwen3-Reranker prompt around a document, default instruction when none is given."""
+    instruct = instruction if instruction else QWEN3_DEFAULT_INSTRUCTION
+    head = f"{QWEN3_PREFIX}<Instruct>: {instruct}\n<Query>: {query}\n<Document>: "
+    return YesNoPrompt(head=head, suffix=QWEN3_SUFFIX)
+
+
+class Qwen3YesNoPrompts(EncoderBase):
+    """The chat prompt, tokenized as the model card does (prefix, body, suffix apart)."""
+
+    takes_instruction = True
+
+    def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
+        super().__init__(model, max_model_len, long_documents)
+        self._prefix = self._tok.encode(QWEN3_PREFIX, add_special_tokens=False).ids
+        self._suffix = self._tok.encode(QWEN3_SUFFIX, add_special_tokens=False).ids
+
+    def _doc_budget(self) -> int:
+        return self._max_len - len(self._prefix) - len(self._suffix)
+
+    def encode(
+        self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
+    ) -> EncodedRequest:
+        self._encode_query(query)
+        body_head = qwen3_reranker_prompt(query, instruction).head[len(QWEN3_PREFIX):]
+        head_tokens = len(self._tok.encode(body_head, add_special_tokens=False).ids)
+        budget = self._doc_budget()
+        if budget - head_tokens < 1:
+            raise query_budget_error(head_tokens + len(self._prefix) + len(self._suffix), self._max_len)
+        span = self._long.span(budget - head_tokens, max_tokens_per_doc)
+        bodies = self._bounded.encode_batch(documents, span, head=body_head, head_tokens=head_tokens)
+        ids, owners, truncated = [], [], 0
+        for index, body in enumerate(bodies):
+            # The body ends with the document: only the part after the query head is cut or windowed.
+            body_ids = body.ids  # each .ids read builds a new list
+            head, document = body_ids[:head_tokens], body_ids[head_tokens:]
+            check_not_empty(f"DOCUMENTS[{index}]", document, self._specials_ids)
+            pieces, cut = self._long.fit_ids(document, budget - head_tokens, max_tokens_per_doc)
+            truncated += cut
+            for piece in pieces:
+                ids.append(self._prefix + head + piece + self._suffix)
+                owners.append(index)
+        return EncodedRequest(ids, owners, None, truncated)
+
+
+class Qwen3YesNo(ModelFamily):
+    name = "yes_no_reranker"
+    score_type = "yes_no_logit"
+    encoder = Qwen3YesNoPrompts
+    score_kind = ClassifierLogit
+    engine_args = {"runner": "pooling", "hf_overrides": HF_OVERRIDES}
+    ARCHITECTURES = frozenset({"Qwen3ForCausalLM"})  # causal LMs trained as yes/no rerankers
+
+    @classmethod
+    def detects(cls, checkpoint: Checkpoint) -> bool:
+        return checkpoint.architecture in cls.ARCHITECTURES

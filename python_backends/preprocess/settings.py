@@ -1,0 +1,46 @@
+"""The preprocess step's configuration, read once from rerank_preprocess's config.pbtxt (or configs/<variant>.pbtxt)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..contract import RequestLimits
+from ..families import ModelFamily, detect_model
+from ..model_source import resolve_model
+from ..triton_params import ConfigError, ModelParameters
+
+LONG_DOCUMENTS = ("truncate", "window")
+
+
+@dataclass(frozen=True)
+class PreprocessSettings:
+    model: str  # what transformers loads: a folder or a hub id, resolved from the config's reference
+    family: type[ModelFamily]  # read from the checkpoint's own config
+    limits: RequestLimits  # per request; max_model_len is the tokens of one sequence
+    window_overlap: int | None  # None: a long document is cut; else split into windows sharing this many tokens
+    max_windows: int  # windows per document (1 when cutting)
+    batch_token_budget: int  # document tokens one execute may tokenize (admission by work)
+    tokenizer_threads: int  # the Rust tokenizer's thread pool; 0: its own default, one thread per core
+
+    @classmethod
+    def from_model_config(cls, model_config: Mapping[str, Any] | str) -> "PreprocessSettings":
+        """From the model configuration Triton passes to `initialize` (a JSON string or its dict)."""
+        config = json.loads(model_config) if isinstance(model_config, str) else model_config
+        params = ModelParameters.from_model_config(config)
+        mode = params.text("long_documents")
+        if mode not in LONG_DOCUMENTS:
+            raise ConfigError(f"model '{params.model_name}': long_documents must be 'truncate' or 'window', got '{mode}'")
+        windowed = mode == "window"
+        model = resolve_model(params.text("model"))
+        return cls(
+            model=model,
+            family=detect_model(model).family,
+            limits=RequestLimits.from_model_config(config),
+            window_overlap=params.integer("window_overlap_tokens", minimum=0) if windowed else None,
+            max_windows=params.integer("max_windows_per_document", minimum=1) if windowed else 1,
+            batch_token_budget=params.integer("batch_token_budget", minimum=1),
+            tokenizer_threads=params.integer("tokenizer_threads", minimum=0),
+        )
