@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Start the real Triton server bundled in the nvidia-pytriton wheel on the project's model repository.
+# Closed by default: HTTP, gRPC and metrics listen on 127.0.0.1 only (BIND_ADDRESS=0.0.0.0 opens them), and the
+# control APIs (model-repository, shared-memory, trace, logging) answer only callers that send the header (gRPC:
+# metadata) `admin-key: <key>`. The key is TRITON_ADMIN_KEY, or one generated at first start into build/admin-key
+# (mode 600), which scripts/recover_engine.py reads. Without the restriction, anyone reaching the HTTP port could
+# load a model whose model.py they upload, i.e. run code as this user.
 # Explicit model control with every model loaded at start: a single step (say rerank_calibrate or a crashed
-# rerank_engine) can be reloaded through POST /v2/repository/models/<name>/load without a restart.
+# rerank_engine) can be reloaded in place (scripts/recover_engine.py) without a restart.
 # Usage: scripts/start_server.sh [extra tritonserver args]   (foreground; env HTTP_PORT/GRPC_PORT/METRICS_PORT,
-# MODEL_REPOSITORY, VENV override the defaults)
+# BIND_ADDRESS, TRITON_ADMIN_KEY, MODEL_REPOSITORY, VENV override the defaults)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
@@ -20,9 +25,23 @@ export LD_LIBRARY_PATH="$SP/nvidia_pytriton.libs${EXTRA_LD_LIBRARY_PATH:+:$EXTRA
 # The Python stub ignores PYTHONPATH: its embedded interpreter takes sys.prefix from the first `python3` on PATH
 # (pyvenv.cfg), so the venv's bin goes first. `python_backends` is installed into that venv (pip install -e .).
 export PATH="$VENV/bin:$PATH"
+ADMIN_KEY_FILE="$ROOT/build/admin-key"
+if [ -z "${TRITON_ADMIN_KEY:-}" ]; then
+  if [ ! -s "$ADMIN_KEY_FILE" ]; then
+    # mktemp makes the file mode 600; mv -n keeps the first key when two servers start at once
+    KEY_TMP="$(mktemp "$ADMIN_KEY_FILE.XXXXXX")"
+    "$PY" -c 'import secrets; print(secrets.token_urlsafe(32))' > "$KEY_TMP"
+    mv -n "$KEY_TMP" "$ADMIN_KEY_FILE" && rm -f "$KEY_TMP"
+  fi
+  TRITON_ADMIN_KEY="$(cat "$ADMIN_KEY_FILE")"
+fi
+ADDRESS="${BIND_ADDRESS:-127.0.0.1}"
+CONTROL_APIS="model-repository,shared-memory,trace,logging:admin-key=$TRITON_ADMIN_KEY"
 exec "$TS/bin/tritonserver" \
   --model-repository="${MODEL_REPOSITORY:-$ROOT/model_repository}" \
   --backend-directory="$BACKENDS" \
   --model-control-mode=explicit --load-model='*' \
+  --http-restricted-api="$CONTROL_APIS" --grpc-restricted-protocol="$CONTROL_APIS" \
+  --http-address "$ADDRESS" --grpc-address "$ADDRESS" --metrics-address "$ADDRESS" \
   --http-port "${HTTP_PORT:-8000}" --grpc-port "${GRPC_PORT:-8001}" --metrics-port "${METRICS_PORT:-8002}" \
   "$@"

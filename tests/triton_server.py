@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -36,6 +37,7 @@ class RunningServer:
     metrics_url: str
     log_path: Path
     process: subprocess.Popen
+    admin_key: str  # of the restricted control APIs (model repository, shared memory, trace, logging)
 
     def url(self, protocol: str) -> str:
         return self.grpc_url if protocol == "grpc" else self.http_url
@@ -57,7 +59,8 @@ def _ready(http_url: str) -> bool:
 
 def start_server(log_path: Path, model_repository: Path | None = None, extra_args: tuple[str, ...] = ()) -> RunningServer:
     ports = {"HTTP_PORT": free_port(), "GRPC_PORT": free_port(), "METRICS_PORT": free_port()}
-    env = dict(os.environ, **{key: str(value) for key, value in ports.items()})
+    admin_key = secrets.token_urlsafe(16)
+    env = dict(os.environ, TRITON_ADMIN_KEY=admin_key, **{key: str(value) for key, value in ports.items()})
     if model_repository is not None:
         env["MODEL_REPOSITORY"] = str(model_repository)
     log = log_path.open("w")
@@ -71,6 +74,7 @@ def start_server(log_path: Path, model_repository: Path | None = None, extra_arg
         metrics_url=f"127.0.0.1:{ports['METRICS_PORT']}",
         log_path=log_path,
         process=process,
+        admin_key=admin_key,
     )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -108,6 +108,9 @@ def test_tritonserver_service_defaults_to_the_gpu_image_and_configuration(compos
 
     published = {(int(p["target"]), int(p["published"])) for p in svc["ports"]}
     assert published == {(8000, 8000), (8001, 8001), (8002, 8002)}
+    assert {p["host_ip"] for p in svc["ports"]} == {"127.0.0.1"}  # closed by default: HOST_BIND_ADDRESS opens it
+    # model control "none" (Triton refuses model-repository loads): no flag turns explicit control on
+    assert not [a for a in svc["command"] if a.startswith(("--model-control-mode", "--load-model"))]
 
     hc = svc["healthcheck"]
     assert hc["test"][:4] == ["CMD", "python3", "-m", "reranker_client.healthcheck"]  # a real rerank

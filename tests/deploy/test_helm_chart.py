@@ -6,6 +6,7 @@ model repository sources, HPA, PDB, Service, gateway, alerts."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import importlib.util
 import json
@@ -261,6 +262,35 @@ def test_probes_see_a_dead_engine(helm):
     assert live["timeoutSeconds"] > 20
 
 
+CONTROL_APIS = "model-repository,shared-memory,trace,logging:admin-key=$(TRITON_ADMIN_KEY)"
+
+
+def test_control_apis_need_the_key_of_a_kept_secret(helm):
+    docs = render()
+    secret = by_kind(docs)["Secret"]
+    assert secret["metadata"]["name"] == "rr-reranker-admin-key"
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert len(base64.b64decode(secret["data"]["admin-key"])) == 40
+    c = server_container(by_kind(docs)["Deployment"])
+    assert {"name": "TRITON_ADMIN_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "rr-reranker-admin-key", "key": "admin-key"}}} in c["env"]
+    assert f"--http-restricted-api={CONTROL_APIS}" in c["args"]
+    assert f"--grpc-restricted-protocol={CONTROL_APIS}" in c["args"]
+    # model control "none" by default: Triton refuses every load and unload
+    assert not [a for a in c["args"] if a.startswith(("--model-control-mode", "--load-model"))]
+
+
+def test_model_control_with_the_users_secret(helm):
+    docs = render({"server": {"modelControl": True, "adminKeySecret": {"name": "ops-keys", "key": "triton"}}})
+    assert "Secret" not in by_kind(docs)
+    c = server_container(by_kind(docs)["Deployment"])
+    assert ["--model-control-mode=explicit", "--load-model=*"] == [
+        a for a in c["args"] if a.startswith(("--model-control-mode", "--load-model"))]
+    assert {"name": "TRITON_ADMIN_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "ops-keys", "key": "triton"}}} in c["env"]
+    assert f"--http-restricted-api={CONTROL_APIS}" in c["args"]
+
+
 def test_runs_as_non_root(helm):
     for values in ({}, CPU_VALUES, MODES["repository-bundle"]):
         spec = by_kind(render(values))["Deployment"]["spec"]["template"]["spec"]
@@ -502,6 +532,8 @@ BAD_VALUES = {
     "hpa without metric": {"autoscaling": {"queueTime": {"enabled": False}, "cpu": {"enabled": False}}},
     "model repository flag twice": {"server": {"extraArgs": ["--model-repository=/elsewhere"]}},
     "config name flag twice": {"server": {"extraArgs": ["--model-config-name=cpu"]}},
+    "model control by hand": {"server": {"extraArgs": ["--model-control-mode=explicit"]}},
+    "control APIs opened by hand": {"server": {"extraArgs": ["--http-restricted-api=logging:k=v"]}},
     "port out of range": {"server": {"ports": {"http": 80000}}},
     "offline with an emptyDir cache": {"huggingFace": {"offline": True}, "cache": {"source": "emptyDir"}},
     "offline with an empty chart-made claim": {"huggingFace": {"offline": True}},
@@ -543,7 +575,8 @@ def test_render_cli_validates(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "0 errors" in proc.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(out.read_text()) if d]
-    assert sorted(kinds) == ["Deployment", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "PodDisruptionBudget", "Service"]
+    assert sorted(kinds) == ["Deployment", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "PodDisruptionBudget", "Secret",
+                            "Service"]
 
     cpu = subprocess.run(
         [sys.executable, str(RENDER_PY), str(CHART), "--validate", "-f", str(REPO / "deploy" / "helm" / "values-cpu.yaml")],

@@ -80,3 +80,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "reranker.createsCacheClaim" -}}
 {{- if and (eq .Values.cache.source "pvc") (not .Values.cache.pvc.existingClaim) }}true{{ end }}
 {{- end }}
+
+{{/* The Secret holding the admin key of Triton's restricted control APIs: the user's, or the one the chart makes. */}}
+{{- define "reranker.adminKeySecretName" -}}
+{{- default (printf "%s-admin-key" (include "reranker.fullname" .)) .Values.server.adminKeySecret.name -}}
+{{- end }}
