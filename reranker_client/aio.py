@@ -14,7 +14,7 @@ from typing import Any
 
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import ServerLimits
+from python_backends.contract import RequestLimits
 
 from .merging import merge, rebase_error
 from .options import MODEL_NAME, ClientOptions
@@ -40,7 +40,10 @@ class AsyncRerankClient(ClientOptions):
         backoff_s: float = 0.1,
         max_backoff_s: float = 2.0,
         timeout_s: float | None = None,
+        channel_args: list[tuple[str, object]] | None = None,
     ) -> None:
+        """`channel_args` (gRPC only) replace tritonclient's channel options as a whole (its message sizes and
+        keepalive among them)."""
         super().__init__(
             url, protocol, model_name, max_documents_per_request=max_documents_per_request,
             max_concurrency=max_concurrency, max_retries=max_retries, backoff_s=backoff_s,
@@ -49,10 +52,12 @@ class AsyncRerankClient(ClientOptions):
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         if protocol == "http" and timeout_s is not None:
             self.client = self.module.InferenceServerClient(url, conn_timeout=timeout_s)
+        elif protocol == "grpc" and channel_args is not None:
+            self.client = self.module.InferenceServerClient(url, channel_args=channel_args)
         else:
             self.client = self.module.InferenceServerClient(url)
 
-    async def limits(self) -> ServerLimits:
+    async def limits(self) -> RequestLimits:
         """The server's request limits, read from its model configuration once and remembered."""
         if self._limits is None:
             config = await call_with_retry_async(
