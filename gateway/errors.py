@@ -1,11 +1,15 @@
 """Errors of the gateway: one `ApiError` with a kind, and each API family's way of answering it.
 
-Kinds: `invalid` (bad input; the message names the field), `empty` (no documents), `not_found` (unknown model),
-`overloaded` (Triton's queue is full), `unavailable` (Triton unreachable or stopping), `timeout`, `backend`
-(Triton failed the request). Cohere, vLLM and Jina agree on the statuses of these (400, 404, 503, 504) and
-their clients read different keys of one body, so the `/v1/rerank`, `/v2/rerank` and vLLM/Jina `/rerank` answers
-carry all of them: `message` (Cohere), `error.message` / `error.param` (vLLM, OpenAI style) and `detail`
-(Jina, FastAPI). TEI's `/rerank` answers TEI's own `{"error", "error_type"}` with TEI's statuses.
+Kinds: `invalid` (bad input; the message names the caller's field), `empty` (no documents), `not_found` (unknown
+model), `unauthorized` (no or a wrong API key), `too_large` (the body), `body_timeout` (the body came too
+slowly), `overloaded` (Triton's queue is full), `unavailable` (Triton unreachable or stopping), `timeout`,
+`backend` (Triton failed the request). One status per kind. Cohere, vLLM and Jina agree on the statuses of these
+and their clients read different keys of one body, so the `/v1/rerank`, `/v2/rerank`, vLLM/Jina `/rerank` and
+`/score` answers carry all of them: `message` (Cohere), `error.message` / `error.param` (vLLM, OpenAI style) and
+`detail` (Jina, FastAPI). TEI's `/rerank` answers TEI's own `{"error", "error_type"}` with TEI's statuses.
+
+Messages about Triton itself are fixed texts: its addresses and internals go to the log, not to the caller; a
+value the caller sent is echoed at most once and cut (`shown`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from tritonclient.utils import InferenceServerException
 
 from reranker_client import CalibrationChangedError, is_retryable
+from reranker_client.retry import QUEUE_FULL
 
 log = logging.getLogger("gateway")
 
@@ -44,6 +49,9 @@ COMPATIBLE = {
     "invalid": Answer(400, "BadRequestError"),
     "empty": Answer(400, "BadRequestError"),
     "not_found": Answer(404, "NotFoundError"),
+    "unauthorized": Answer(401, "AuthenticationError"),
+    "too_large": Answer(413, "PayloadTooLargeError"),
+    "body_timeout": Answer(408, "RequestTimeoutError"),
     "overloaded": Answer(503, "ServiceUnavailableError"),
     "unavailable": Answer(503, "ServiceUnavailableError"),
     "timeout": Answer(504, "GatewayTimeoutError"),
@@ -54,12 +62,27 @@ TEI = {
     "invalid": Answer(422, "Validation"),
     "empty": Answer(400, "Empty"),
     "not_found": Answer(422, "Validation"),
+    "unauthorized": Answer(401, "Unauthorized"),
+    "too_large": Answer(413, "PayloadTooLarge"),
+    "body_timeout": Answer(408, "Validation"),
     "overloaded": Answer(429, "Overloaded"),
     "unavailable": Answer(503, "Unhealthy"),
     "timeout": Answer(424, "Backend"),
     "backend": Answer(424, "Backend"),
 }
 RETRY_AFTER_S = 1
+SHOWN_CHARS = 64
+FIXED_MESSAGES = {
+    "overloaded": f"the reranker server is overloaded (its queue is full): retry after {RETRY_AFTER_S} s",
+    "unavailable": f"the reranker server is unavailable: retry after {RETRY_AFTER_S} s",
+    "timeout": "the reranker server did not answer in time",
+    "backend": "the reranker server failed the request",
+}
+
+
+def shown(value: str, limit: int = SHOWN_CHARS) -> str:
+    """A caller's value quoted in a message, cut to `limit` characters."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
 
 
 def _headers(kind: str) -> dict[str, str] | None:
@@ -90,26 +113,32 @@ def is_tei_body(body: Any) -> bool:
     return isinstance(body, Mapping) and "texts" in body
 
 
+def _server_error(kind: str, error: BaseException) -> ApiError:
+    log.warning("Triton call failed (%s): %s", kind, error)
+    return ApiError(kind, FIXED_MESSAGES[kind])
+
+
 def triton_error(error: Exception) -> ApiError:
-    """The ApiError for an exception raised by the client while talking to Triton."""
+    """The ApiError for an exception raised by the client while talking to Triton; only a refusal of the
+    request (`invalid`) keeps the server's words, which the caller then gets in its own field names."""
     if isinstance(error, InferenceServerException):
         status, message = str(error.status()), error.message() or str(error)
         if status in ("StatusCode.INVALID_ARGUMENT", "400"):
             return ApiError("invalid", message)
         if status in ("StatusCode.DEADLINE_EXCEEDED", "504"):
-            return ApiError("timeout", message)
-        if "Exceeds maximum queue size" in message:
-            return ApiError("overloaded", message)
+            return _server_error("timeout", error)
+        if QUEUE_FULL in message:
+            return _server_error("overloaded", error)
         if is_retryable(error) or status in ("StatusCode.NOT_FOUND", "StatusCode.CANCELLED"):
             # NOT_FOUND: the model is not loaded (yet, or any more)
-            return ApiError("unavailable", message)
-        return ApiError("backend", message)
+            return _server_error("unavailable", error)
+        return _server_error("backend", error)
     if isinstance(error, CalibrationChangedError) or is_retryable(error):
-        return ApiError("unavailable", str(error))
+        return _server_error("unavailable", error)
     if isinstance(error, (ValueError, TypeError)):  # the client's own checks (top_n, INT32 range)
         return ApiError("invalid", str(error))
     log.exception("unexpected error while calling Triton")
-    return ApiError("backend", f"{type(error).__name__}: {error}")
+    return ApiError("backend", FIXED_MESSAGES["backend"])
 
 
 def _field(location: Sequence[Any]) -> str:

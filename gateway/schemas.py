@@ -1,11 +1,12 @@
 """Request and response bodies: one for Cohere (v1, v2), vLLM and Jina, whose shapes agree field by field; TEI's
-own; and the error bodies. Unknown fields are ignored, as each of these APIs does."""
+own; vLLM's /score; and the error bodies. Unknown fields are ignored, as each of these APIs does. Numbers and
+flags are strict: `top_n: true` or `"5"` is refused, not read as 1 or 5."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 
 class TextObject(BaseModel):
@@ -40,27 +41,27 @@ class RerankRequest(BaseModel):
         description="Candidate documents: strings, or objects whose `rank_fields` (default `text`) are ranked; "
         "lists longer than the server's per-request limit are split into several Triton requests and merged."
     )
-    top_n: int | None = Field(
+    top_n: StrictInt | None = Field(
         default=None, description="How many results, best first; default all, and so is a value above the count."
     )
     rank_fields: list[str] | None = Field(
         default=None, description="Cohere: the object fields ranked, in this order, as `key: value` lines."
     )
-    return_documents: bool | None = Field(
+    return_documents: StrictBool | None = Field(
         default=None, description="Return each result's document as sent; default true on /rerank and "
         "/v1/rerank (Jina, vLLM), false on /v2/rerank (Cohere)."
     )
-    max_tokens_per_doc: int | None = Field(
+    max_tokens_per_doc: StrictInt | None = Field(
         default=None, description="Cohere v2 / vLLM: cut each document to this many tokens (counted in "
         "meta.truncated); the query and template are never cut."
     )
-    truncate_prompt_tokens: int | None = Field(
+    truncate_prompt_tokens: StrictInt | None = Field(
         default=None, description="vLLM: the same cap on the document's tokens; -1 means the model's limit."
     )
     instruction: str | None = Field(
         default=None, description="Task instruction, for instruction-following rerankers (Qwen3-Reranker) only."
     )
-    return_raw_scores: bool = Field(
+    return_raw_scores: StrictBool = Field(
         default=False, description="Add meta.raw_scores: the engine's uncalibrated scores, in input order."
     )
 
@@ -111,10 +112,12 @@ class TeiRerankRequest(BaseModel):
 
     query: str
     texts: list[str]
-    truncate: bool | None = Field(default=None, description="false: refuse texts longer than the model takes.")
+    truncate: StrictBool | None = Field(default=None, description="false: refuse texts longer than the model takes.")
     truncation_direction: Literal["right", "left", "Right", "Left"] = "right"
-    raw_scores: bool = Field(default=False, description="Scores are the engine's raw scores, not calibrated.")
-    return_text: bool = False
+    raw_scores: StrictBool = Field(default=False, description="Scores are the engine's raw scores, not calibrated.")
+    return_text: StrictBool = False
+    top_n: StrictInt | None = Field(default=None, description="How many ranks, best first (LiteLLM sends it); "
+                                    "default all, and so is a value above the count.")
 
 
 class TeiRank(BaseModel):
@@ -145,5 +148,42 @@ class TeiErrorBody(BaseModel):
 
 class Health(BaseModel):
     status: str = Field(description="`ready` or `unavailable`.")
-    triton: str = Field(description="The Triton gRPC endpoint the gateway talks to.")
     models: list[str] = Field(description="Names accepted in the request's `model`.")
+
+
+class ScoreRequest(BaseModel):
+    """vLLM's /score body (entrypoints/pooling/scoring/protocol.py ScoreTextRequest): pairs 1:1, 1:N or N:N."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = Field(default=None, description="A served name (GET /health lists them); default RERANK_MODEL.")
+    text_1: str | list[str] = Field(description="The query, or one query per pair.")
+    text_2: str | list[str] = Field(description="The documents scored against text_1.")
+    truncate_prompt_tokens: StrictInt | None = Field(
+        default=None, description="Cut each document to this many tokens; -1 means the model's limit."
+    )
+
+    def pairs(self) -> tuple[list[str], list[str]]:
+        return ([self.text_1] if isinstance(self.text_1, str) else list(self.text_1),
+                [self.text_2] if isinstance(self.text_2, str) else list(self.text_2))
+
+
+class ScoreData(BaseModel):
+    index: int = Field(description="Position of the pair.")
+    object: Literal["score"] = "score"
+    score: float = Field(description="Calibrated relevance probability in 0..1.")
+
+
+class ScoreUsage(BaseModel):
+    prompt_tokens: int = Field(default=0, description="Not counted by this server: 0.")
+    total_tokens: int = Field(default=0, description="Not counted by this server: 0.")
+    completion_tokens: int = 0
+
+
+class ScoreResponse(BaseModel):
+    id: str
+    object: Literal["list"] = "list"
+    created: int = Field(description="Unix time of the response.")
+    model: str = Field(description="The served name that answered.")
+    data: list[ScoreData] = Field(description="One score per pair, in pair order.")
+    usage: ScoreUsage

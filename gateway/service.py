@@ -1,15 +1,21 @@
-"""The one rerank job every API family shares: resolve the model name, check the call against the gateway's
-policy, call Triton through `AsyncRerankClient`, and turn its failures into `ApiError`s."""
+"""The one rerank job every API family shares: resolve the model name, check the call against the server's limits
+and the gateway's policy, call Triton through `AsyncRerankClient`, and turn its failures into `ApiError`s in the
+caller's field names."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 
-from python_backends.contract import INT32_MAX, ServerLimits
-from reranker_client import AsyncRerankClient, RerankResponse
+from python_backends.contract import INT32_MAX, RequestLimits
+from reranker_client import AsyncRerankClient, CalibrationChangedError, RerankResponse
 
-from .errors import ApiError, triton_error
+from .errors import ApiError, shown, triton_error
+from .limits import RERANK_FIELDS, Fields, check_call, in_caller_words
 from .settings import Settings
+
+log = logging.getLogger("gateway")
 
 
 @dataclass(frozen=True)
@@ -19,6 +25,7 @@ class RerankCall:
     top_n: int | None = None  # None: every document; larger than the number of documents: every document
     instruction: str | None = None
     max_tokens_per_doc: int | None = None  # None: the model's max_model_len
+    names: Fields = RERANK_FIELDS  # the caller's names of the query and the documents
 
 
 def per_document_cap(max_tokens_per_doc: int | None, truncate_prompt_tokens: int | None) -> int | None:
@@ -50,28 +57,56 @@ class Reranker:
             return self.settings.triton_model
         if requested not in self.settings.models:
             served = ", ".join(self.settings.models)
-            raise ApiError("not_found", f"model {requested!r} is not served here; served: {served}", param="model")
+            raise ApiError("not_found", f"model {shown(requested)} is not served here; served: {served}",
+                           param="model")
         return requested
 
-    async def limits(self) -> ServerLimits:
+    async def limits(self) -> RequestLimits:
         try:
             return await self.client.limits()
         except Exception as error:
             raise triton_error(error) from error
 
+    async def is_ready(self) -> bool:
+        """Triton ready and the model loaded, answered within health_timeout_s (a frozen server is not ready)."""
+        try:
+            return await asyncio.wait_for(self.client.is_ready(), self.settings.health_timeout_s)
+        except TimeoutError:
+            return False
+
+    async def check(self, call: RerankCall) -> None:
+        """Raise the call's first error against the server's limits and the gateway's policy."""
+        check_call(call.query, call.texts, call.instruction, await self.limits(), self.settings.max_documents,
+                   call.names)
+
     async def rerank(self, call: RerankCall, return_documents: bool = False) -> RerankResponse:
+        await self.check(call)
+        return await self.send(call, return_documents)
+
+    async def send(self, call: RerankCall, return_documents: bool = False) -> RerankResponse:
+        """A checked call to Triton."""
         n = len(call.texts)
-        if n == 0:
-            raise ApiError("empty", "documents is empty: send at least one document", param="documents")
-        if n > self.settings.max_documents:
-            raise ApiError("invalid", f"documents holds {n} documents, more than the limit of "
-                           f"{self.settings.max_documents}", param="documents")
         # Like Cohere, Jina and vLLM: a top_n above the number of documents returns all of them.
         top_n = call.top_n if call.top_n is None or call.top_n <= n else n
         try:
-            return await self.client.rerank(
-                call.query, call.texts, top_n=top_n, instruction=call.instruction,
-                return_documents=return_documents, max_tokens_per_doc=call.max_tokens_per_doc,
-            )
+            return await self._rerank(call, top_n, return_documents)
         except Exception as error:
-            raise triton_error(error) from error
+            api_error = triton_error(error)
+            if api_error.kind == "invalid":
+                raise in_caller_words(api_error.message, call.names) from error
+            raise api_error from error
+
+    async def _rerank(self, call: RerankCall, top_n: int | None, return_documents: bool) -> RerankResponse:
+        """A split call whose requests straddled a calibration-profile swap is sent again, once: the second try
+        runs under the new profile alone."""
+        try:
+            return await self._send(call, top_n, return_documents)
+        except CalibrationChangedError:
+            log.info("calibration profile changed during a split call: sending it again")
+            return await self._send(call, top_n, return_documents)
+
+    async def _send(self, call: RerankCall, top_n: int | None, return_documents: bool) -> RerankResponse:
+        return await self.client.rerank(
+            call.query, call.texts, top_n=top_n, instruction=call.instruction,
+            return_documents=return_documents, max_tokens_per_doc=call.max_tokens_per_doc,
+        )

@@ -3,6 +3,7 @@ differ only in defaults (`return_documents`, what `top_n: 0` means) and in Coher
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from dataclasses import dataclass
@@ -33,15 +34,19 @@ def _top_n(body: RerankRequest, dialect: Dialect) -> int | None:
 async def answer(body: RerankRequest, reranker: Reranker, dialect: Dialect) -> RerankResponse:
     model = reranker.model_name(body.model)
     documents = body.document_list()
+    top_n = _top_n(body, dialect)
+    cap = per_document_cap(
+        None if body.max_tokens_per_doc == 0 and dialect.zero_means_unset else body.max_tokens_per_doc,
+        body.truncate_prompt_tokens,
+    )
+    # Off the event loop: a body of many objects is work that /health/live must not wait for.
+    texts = await asyncio.to_thread(document_texts, documents, body.rank_fields)
     call = RerankCall(
         query=body.query_text(),
-        texts=document_texts(documents, body.rank_fields),
-        top_n=_top_n(body, dialect),
+        texts=texts,
+        top_n=top_n,
         instruction=body.instruction,
-        max_tokens_per_doc=per_document_cap(
-            None if body.max_tokens_per_doc == 0 and dialect.zero_means_unset else body.max_tokens_per_doc,
-            body.truncate_prompt_tokens,
-        ),
+        max_tokens_per_doc=cap,
     )
     return_documents = dialect.return_documents if body.return_documents is None else body.return_documents
     response = await reranker.rerank(call)

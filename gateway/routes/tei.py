@@ -1,11 +1,13 @@
-"""text-embeddings-inference's POST /rerank body `{query, texts, raw_scores, return_text, truncate}`, answered in
-TEI's shape: a list of `{index, score, text?}` sorted by score, and TEI's errors `{error, error_type}`."""
+"""text-embeddings-inference's POST /rerank body `{query, texts, raw_scores, return_text, truncate}`, and `top_n`
+(LiteLLM's TEI provider sends it; honoured here), answered in TEI's shape: a list of `{index, score, text?}` sorted
+by score, and TEI's errors `{error, error_type}`."""
 
 from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
 from ..errors import ApiError, tei_response
+from ..limits import TEI_FIELDS
 from ..schemas import TeiRank, TeiRerankRequest
 from ..service import Reranker, RerankCall
 
@@ -14,9 +16,12 @@ async def _ranks(body: TeiRerankRequest, service: Reranker) -> list[TeiRank]:
     if body.truncation_direction.lower() == "left":
         raise ApiError("invalid", "truncation_direction: only 'right' is served (the end of a text is cut)",
                        param="truncation_direction")
+    if body.top_n is not None and body.top_n < 1:
+        raise ApiError("invalid", f"top_n must be at least 1, got {body.top_n}", param="top_n")
     if not body.texts:
         raise ApiError("empty", "`texts` cannot be empty", param="texts")
-    response = await service.rerank(RerankCall(query=body.query, texts=list(body.texts)))
+    call = RerankCall(query=body.query, texts=list(body.texts), top_n=body.top_n, names=TEI_FIELDS)
+    response = await service.rerank(call)
     if body.truncate is False and response.truncated:
         limit = (await service.limits()).max_model_len
         raise ApiError("invalid", f"texts: {response.truncated} of the texts do not fit the model's "

@@ -3,86 +3,66 @@ API's fields (a stub in place of the client)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from tritonclient.utils import InferenceServerException
 
 from gateway import Settings, create_app
-from python_backends.contract import ServerLimits
-from reranker_client import RerankResponse, RerankResult
+from reranker_client import CalibrationChangedError
+
+from .stub import StubClient, post
 
 
-class StubClient:
-    def __init__(self, error: BaseException | None = None, ready: bool = True) -> None:
-        self.error, self.ready, self.calls, self.truncated = error, ready, [], 0
-
-    async def rerank(self, query, documents, top_n=None, instruction=None, return_documents=False,
-                     max_tokens_per_doc=None):
-        self.calls.append((query, list(documents), top_n, instruction, max_tokens_per_doc))
-        if self.error is not None:
-            raise self.error
-        raw = np.arange(len(documents), dtype=np.float32)
-        order = list(np.argsort(-raw, kind="stable")[: top_n or len(documents)])
-        results = [
-            RerankResult(
-                int(i), float(raw[i]) / len(documents), float(raw[i]), documents[i] if return_documents else None
-            )
-            for i in order
-        ]
-        return RerankResponse(results, raw / len(documents), raw, self.truncated, "stub@1")
-
-    async def limits(self) -> ServerLimits:
-        return ServerLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256)
-
-    async def is_ready(self) -> bool:
-        return self.ready
-
-
-def post(stub: StubClient, path: str = "/v1/rerank", **body):
-    body = {"query": "q", "documents": ["a", "b"], **body}
-    with TestClient(create_app(Settings(), client=stub)) as client:
-        return client.post(path, json=body)
+UNAVAILABLE = "the reranker server is unavailable: retry after 1 s"
 
 
 @pytest.mark.parametrize(
-    "error,status",
+    "error,status,message,param",
     [
-        (InferenceServerException(msg="in ensemble 'reranker', Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), 503),
-        (InferenceServerException(msg="Server is stopping", status="503"), 503),
-        (InferenceServerException(msg="Request for unknown model", status="StatusCode.NOT_FOUND"), 503),
-        (ConnectionRefusedError("connection refused"), 503),
-        (InferenceServerException(msg="QUERY is empty", status="StatusCode.INVALID_ARGUMENT"), 400),
-        (InferenceServerException(msg="QUERY is empty", status="400"), 400),
-        (ValueError("TOP_N must be between 1 and the number of documents (2), got 5"), 400),
-        (InferenceServerException(msg="deadline", status="StatusCode.DEADLINE_EXCEEDED"), 504),
-        (InferenceServerException(msg="Stub process is not healthy", status="StatusCode.INTERNAL"), 502),
+        (InferenceServerException(msg="in ensemble 'reranker', Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"),
+         503, "the reranker server is overloaded (its queue is full): retry after 1 s", None),
+        (InferenceServerException(msg="Server is stopping", status="503"), 503, UNAVAILABLE, None),
+        (InferenceServerException(msg="Request for unknown model", status="StatusCode.NOT_FOUND"), 503, UNAVAILABLE, None),
+        (InferenceServerException(msg="failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:8001: "
+                                  "Failed to connect to remote host", status="StatusCode.UNAVAILABLE"), 503, UNAVAILABLE, None),
+        (ConnectionRefusedError("connection refused 10.0.0.7:8001"), 503, UNAVAILABLE, None),
+        (InferenceServerException(msg="in ensemble 'reranker', QUERY is empty", status="StatusCode.INVALID_ARGUMENT"),
+         400, "query is empty", "query"),
+        (InferenceServerException(msg="DOCUMENTS[1] is empty", status="400"), 400, "documents[1] is empty", "documents[1]"),
+        (ValueError("TOP_N must be between 1 and the number of documents (2), got 5"), 400,
+         "top_n must be between 1 and the number of documents (2), got 5", "top_n"),
+        (InferenceServerException(msg="deadline", status="StatusCode.DEADLINE_EXCEEDED"), 504,
+         "the reranker server did not answer in time", None),
+        (InferenceServerException(msg="Stub process is not healthy", status="StatusCode.INTERNAL"), 502,
+         "the reranker server failed the request", None),
+        (CalibrationChangedError("the requests of one call were calibrated by different profiles"), 503, UNAVAILABLE, None),
     ],
 )
-def test_triton_errors_map_to_http_statuses(error, status):
+def test_triton_errors_map_to_http_statuses_in_the_callers_words(error, status, message, param):
     response = post(StubClient(error))
-    message = error.message() if isinstance(error, InferenceServerException) else str(error)
     assert response.status_code == status
     body = response.json()
     assert body["message"] == body["detail"] == body["error"]["message"] == message
-    assert body["error"]["code"] == status
+    assert (body["error"]["code"], body["error"]["param"]) == (status, param)
     assert ("retry-after" in response.headers) == (status == 503)
 
 
 @pytest.mark.parametrize(
-    "error,status,error_type",
+    "error,status,error_type,message",
     [
-        (InferenceServerException(msg="Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), 429, "Overloaded"),
-        (ConnectionRefusedError("connection refused"), 503, "Unhealthy"),
-        (InferenceServerException(msg="QUERY is empty", status="StatusCode.INVALID_ARGUMENT"), 422, "Validation"),
-        (InferenceServerException(msg="Stub process is not healthy", status="StatusCode.INTERNAL"), 424, "Backend"),
+        (InferenceServerException(msg="Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), 429, "Overloaded",
+         "the reranker server is overloaded (its queue is full): retry after 1 s"),
+        (ConnectionRefusedError("connection refused"), 503, "Unhealthy", UNAVAILABLE),
+        (InferenceServerException(msg="in ensemble 'reranker', DOCUMENTS[0] is empty", status="StatusCode.INVALID_ARGUMENT"),
+         422, "Validation", "texts[0] is empty"),
+        (InferenceServerException(msg="Stub process is not healthy", status="StatusCode.INTERNAL"), 424, "Backend",
+         "the reranker server failed the request"),
     ],
 )
-def test_tei_errors_are_teis(error, status, error_type):
+def test_tei_errors_are_teis(error, status, error_type, message):
     response = post(StubClient(error), "/rerank", query="q", texts=["a"], documents=None)
     assert response.status_code == status
-    assert response.json() == {"error": str(error.message() if hasattr(error, "message") else error),
-                               "error_type": error_type}
+    assert response.json() == {"error": message, "error_type": error_type}
 
 
 def test_top_n_is_capped_and_fields_reach_the_client():
