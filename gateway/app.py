@@ -15,12 +15,37 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tritonclient.grpc import KeepAliveOptions
+from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE
+
 from reranker_client import AsyncRerankClient
 
 from .errors import ApiError, handle_api_error, handle_http_error, handle_schema_error
-from .routes import cohere, health, vllm
+from .guard import Guard
+from .routes import cohere, health, score, vllm
 from .service import Reranker
 from .settings import Settings
+
+
+# gRPC waits up to 120 s (1 s growing by 1.6x) between attempts to reconnect a channel whose server went away, so
+# a gateway stayed 503 for 15-20 s after Triton came back; an attempt at least every second ends that within ~1 s.
+RECONNECT_BACKOFF_MS = 1000
+
+
+def channel_args() -> list[tuple[str, object]]:
+    """tritonclient's own channel options (message sizes, keepalive) with a short reconnect backoff."""
+    keepalive = KeepAliveOptions()
+    return [
+        ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.keepalive_time_ms", keepalive.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
+        ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
+        ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
+        ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
+        ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS),
+    ]
 
 
 def _client(settings: Settings) -> AsyncRerankClient:
@@ -32,6 +57,7 @@ def _client(settings: Settings) -> AsyncRerankClient:
         max_retries=settings.max_retries,
         backoff_s=settings.backoff_s,
         timeout_s=settings.timeout_s,
+        channel_args=channel_args(),
     )
 
 
@@ -51,14 +77,15 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
     app = FastAPI(
         title="reranker gateway",
         version="0.2.0",
-        description="Cohere (v1, v2), vLLM, Jina and TEI rerank APIs in front of the Triton `reranker` ensemble "
-        "(vLLM, calibrated scores). Scores are calibrated relevance probabilities: a threshold keeps its meaning "
+        description="Cohere (v1, v2), vLLM (rerank and score), Jina and TEI rerank APIs in front of the Triton "
+        "`reranker` ensemble (vLLM, calibrated scores). Scores are calibrated relevance probabilities: a threshold keeps its meaning "
         "across models.",
         lifespan=lifespan,
     )
     app.state.settings = settings
-    for router in (cohere.router, vllm.router, health.router):
+    for router in (cohere.router, vllm.router, score.router, health.router):
         app.include_router(router)
+    app.add_middleware(Guard, settings=settings)
     app.add_exception_handler(ApiError, handle_api_error)
     app.add_exception_handler(RequestValidationError, handle_schema_error)
     app.add_exception_handler(StarletteHTTPException, handle_http_error)
@@ -70,7 +97,7 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
             spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             model = spec["components"]["schemas"]["RerankRequest"]["properties"]["model"]
             model["anyOf"] = [{"type": "string", "enum": list(settings.models)}, {"type": "null"}]
-            for path in ("/v1/rerank", "/v2/rerank"):
+            for path in ("/v1/rerank", "/v2/rerank", "/score", "/v1/score"):
                 del spec["paths"][path]["post"]["responses"]["422"]
             app.openapi_schema = spec
         return app.openapi_schema

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,14 @@ class Settings:
     max_retries: int = 3  # GATEWAY_MAX_RETRIES: retries of an UNAVAILABLE answer
     backoff_s: float = 0.1  # GATEWAY_BACKOFF_S: first retry's wait, doubled each time (max 2 s)
     timeout_s: float = 60.0  # GATEWAY_TIMEOUT_S: per Triton request
+    # GATEWAY_MAX_BODY_BYTES: a larger body is refused with 413 before it is read whole (a gateway policy: the
+    # server's per-document and per-query byte limits are checked on the parsed body)
+    max_body_bytes: int = 32 * 1024 * 1024
+    body_timeout_s: float = 30.0  # GATEWAY_BODY_TIMEOUT_S: the whole body must arrive within this, else 408
+    # GATEWAY_API_KEY, or the content of the file GATEWAY_API_KEY_FILE (a mounted secret): when set, every
+    # API call needs `Authorization: Bearer <key>`; the health probes and the OpenAPI spec stay open
+    api_key: str | None = field(default=None, repr=False)
+    health_timeout_s: float = 2.0  # GATEWAY_HEALTH_TIMEOUT_S: /health answers 503 when Triton is slower
     log_level: str = "info"  # GATEWAY_LOG_LEVEL
 
     @property
@@ -44,6 +53,8 @@ class Settings:
 
         defaults = cls()
         aliases = tuple(a.strip() for a in env.get("GATEWAY_MODEL_ALIASES", "").split(",") if a.strip())
+        key_file = env.get("GATEWAY_API_KEY_FILE", "").strip()
+        api_key = Path(key_file).read_text() if key_file else env.get("GATEWAY_API_KEY", "")
         return cls(
             triton_grpc_url=get("TRITON_GRPC_URL", defaults.triton_grpc_url),
             triton_model=get("RERANK_MODEL", defaults.triton_model),
@@ -55,5 +66,9 @@ class Settings:
             max_retries=get("GATEWAY_MAX_RETRIES", defaults.max_retries, int),
             backoff_s=get("GATEWAY_BACKOFF_S", defaults.backoff_s, float),
             timeout_s=get("GATEWAY_TIMEOUT_S", defaults.timeout_s, float),
+            max_body_bytes=get("GATEWAY_MAX_BODY_BYTES", defaults.max_body_bytes, int),
+            body_timeout_s=get("GATEWAY_BODY_TIMEOUT_S", defaults.body_timeout_s, float),
+            api_key=api_key.strip() or None,
+            health_timeout_s=get("GATEWAY_HEALTH_TIMEOUT_S", defaults.health_timeout_s, float),
             log_level=get("GATEWAY_LOG_LEVEL", defaults.log_level),
         )

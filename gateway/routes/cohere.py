@@ -13,7 +13,10 @@ from .compatible import Dialect, answer
 
 ERROR_RESPONSES = {
     400: {"model": ErrorBody, "description": "Bad input; the message names the field (and the limit)."},
+    401: {"model": ErrorBody, "description": "An API key is set and the call did not carry it as a Bearer token."},
     404: {"model": ErrorBody, "description": "The `model` is not served here."},
+    408: {"model": ErrorBody, "description": "The body did not arrive within GATEWAY_BODY_TIMEOUT_S."},
+    413: {"model": ErrorBody, "description": "The body is larger than GATEWAY_MAX_BODY_BYTES."},
     502: {"model": ErrorBody, "description": "Triton failed the request."},
     503: {"model": ErrorBody, "description": "Triton is unavailable or its queue is full; retry after Retry-After."},
     504: {"model": ErrorBody, "description": "Triton did not answer in time."},

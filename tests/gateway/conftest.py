@@ -47,36 +47,53 @@ def _status(url: str) -> int | None:
         return None
 
 
-@pytest.fixture(scope="session")
-def gateway(server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+def start_gateway(triton_grpc_url: str, log_path: Path, **env: str) -> RunningGateway:
+    """`python -m gateway` on a free port in front of `triton_grpc_url`, once it answers /health/live; `env`
+    adds GATEWAY_* settings."""
     port = free_port()
-    log_path = tmp_path_factory.mktemp("gateway") / "gateway.log"
-    env = dict(
+    environment = dict(
         os.environ,
-        TRITON_GRPC_URL=server.grpc_url,
+        TRITON_GRPC_URL=triton_grpc_url,
         GATEWAY_HOST="127.0.0.1",
         GATEWAY_PORT=str(port),
         GATEWAY_MODEL_ALIASES=",".join(MODEL_ALIASES),
         GATEWAY_LOG_LEVEL="warning",
+        **env,
     )
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gateway"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "gateway"], cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
         )
     running = RunningGateway(f"http://127.0.0.1:{port}", log_path, process)
     deadline = time.monotonic() + GATEWAY_START_TIMEOUT_S
-    while _status(f"{running.url}/health") != 200:
+    while _status(f"{running.url}/health/live") != 200:
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
+            raise RuntimeError(f"gateway did not start:\n{running.log_tail()}")
+        time.sleep(0.2)
+    return running
+
+
+def stop_gateway(running: RunningGateway) -> None:
+    running.process.send_signal(signal.SIGTERM)
+    try:
+        running.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        running.process.kill()
+        running.process.wait()
+
+
+@pytest.fixture(scope="session")
+def gateway(server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+    running = start_gateway(server.grpc_url, tmp_path_factory.mktemp("gateway") / "gateway.log")
+    deadline = time.monotonic() + GATEWAY_START_TIMEOUT_S
+    while _status(f"{running.url}/health") != 200:
+        if time.monotonic() > deadline:
+            stop_gateway(running)
             raise RuntimeError(f"gateway did not become ready:\n{running.log_tail()}")
         time.sleep(0.2)
     yield running
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    stop_gateway(running)
 
 
 def _run(command: list[str], timeout: float) -> None:

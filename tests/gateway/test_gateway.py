@@ -97,30 +97,97 @@ def test_an_unknown_model_is_404(gateway):
 
 
 @pytest.mark.parametrize(
-    "body,message",
+    "body,message,param",
     [
-        ({"query": "   ", "documents": [RELEVANT]}, "QUERY is empty"),
-        ({"query": QUERY, "documents": [RELEVANT, ""]}, "DOCUMENTS[1] is empty"),
-        ({"query": QUERY, "documents": ["x" * 70000]}, "DOCUMENTS[0] is 70000 bytes, more than the limit of 65536"),
-        ({"query": QUERY, "documents": [RELEVANT], "instruction": "be strict"}, "INSTRUCTION is not supported by this model"),
-        ({"query": QUERY, "documents": []}, "documents is empty: send at least one document"),
-        ({"documents": [RELEVANT]}, "query: Field required"),
-        ({"query": QUERY, "documents": [{"txt": RELEVANT}]}, "documents[0].text is missing"),
+        ({"query": "   ", "documents": [RELEVANT]}, "query is empty", "query"),
+        ({"query": QUERY, "documents": [RELEVANT, ""]}, "documents[1] is empty", "documents[1]"),
+        ({"query": QUERY, "documents": [RELEVANT, "x" * 70000]},
+         "documents[1] is 70000 bytes, more than the limit of 65536", "documents[1]"),
+        ({"query": QUERY, "documents": [RELEVANT], "instruction": "be strict"},
+         "instruction is not supported by this model", "instruction"),
+        ({"query": QUERY, "documents": []}, "documents is empty: send at least one document", "documents"),
+        ({"documents": [RELEVANT]}, "query: Field required", "query"),
+        ({"query": QUERY, "documents": [{"txt": RELEVANT}]}, "documents[0].text is missing", "documents[0].text"),
     ],
     ids=["empty query", "empty document", "huge document", "instruction", "no documents", "no query", "no text"],
 )
-def test_bad_input_is_400_with_a_message_naming_the_field(gateway, body, message):
+def test_bad_input_is_400_with_a_message_naming_the_callers_field(gateway, body, message, param):
     response = post(gateway, **body)
     assert response.status_code == 400, response.text
     error = response.json()
-    assert message in error["message"] and error["detail"] == error["message"] == error["error"]["message"]
+    assert error["message"].startswith(message), error["message"]
+    assert error["detail"] == error["message"] == error["error"]["message"]
+    assert error["error"]["param"] == param
+
+
+TEN_MB = "x" * 10 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "path,body,expected",
+    [
+        ("/v2/rerank", {"query": QUERY, "documents": [RELEVANT, TEN_MB]},
+         ("documents[1] is 10485760 bytes, more than the limit of 65536", "documents[1]")),
+        ("/score", {"text_1": QUERY, "text_2": [RELEVANT, TEN_MB]},
+         ("text_2[1] is 10485760 bytes, more than the limit of 65536", "text_2[1]")),
+        ("/rerank", {"query": QUERY, "texts": [RELEVANT, TEN_MB]},
+         {"error": "texts[1] is 10485760 bytes, more than the limit of 65536", "error_type": "Validation"}),
+        ("/rerank", {"query": QUERY, "texts": [RELEVANT, " \u200b "]},
+         {"error": "texts[1] is empty: it has no characters or tokens to score (only whitespace, control, invisible "
+          "or special characters)", "error_type": "Validation"}),
+    ],
+    ids=["cohere", "score", "tei", "tei blank (the server's check)"],
+)
+def test_errors_speak_each_apis_field_names(gateway, path, body, expected):
+    response = post(gateway, path, **body)
+    if isinstance(expected, dict):  # TEI
+        assert (response.status_code, response.json()) == (422, expected)
+    else:
+        assert response.status_code == 400
+        assert (response.json()["message"], response.json()["error"]["param"]) == expected
+
+
+def test_vllm_score(gateway):
+    """vLLM's /score body and response shape; 1:N and N:N pairs score each pair as /rerank does."""
+    one_to_n = post(gateway, "/score", model="reranker", text_1=QUERY, text_2=[IRRELEVANT, RELEVANT]).json()
+    assert set(one_to_n) == {"id", "object", "created", "model", "data", "usage"}
+    assert (one_to_n["object"], one_to_n["model"]) == ("list", "reranker")
+    assert [(d["index"], d["object"]) for d in one_to_n["data"]] == [(0, "score"), (1, "score")]
+    irrelevant, relevant = (d["score"] for d in one_to_n["data"])
+    assert 0 <= irrelevant < relevant <= 1
+    cohere = post(gateway, query=QUERY, documents=[IRRELEVANT, RELEVANT]).json()
+    assert [relevant, irrelevant] == pytest.approx([r["relevance_score"] for r in cohere["results"]])
+    other = "Where do bananas grow?"
+    n_to_n = requests.post(f"{gateway.url}/v1/score", timeout=60,
+                           json={"text_1": [QUERY, other], "text_2": [RELEVANT, IRRELEVANT]}).json()
+    assert n_to_n["data"][0]["score"] == pytest.approx(relevant)
+    assert post(gateway, "/score", text_1=["a", "b"], text_2=["c"]).status_code == 400
+
+
+def test_litellm_tei_provider_payload(gateway):
+    """The body LiteLLM's huggingface (TEI) rerank provider sends (llms/huggingface/rerank/transformation.py):
+    TEI's fields plus `top_n`, which is honoured."""
+    body = {"raw_scores": False, "truncate": False, "truncation_direction": "Right", "query": QUERY,
+            "texts": [IRRELEVANT, RELEVANT, "Berlin is in Germany."], "top_n": 2, "return_text": True}
+    ranks = requests.post(f"{gateway.url}/rerank", json=body, timeout=60).json()
+    assert [(r["index"], r["text"]) for r in ranks] == [(1, RELEVANT), (2, "Berlin is in Germany.")]
+
+
+def test_litellm_hosted_vllm_provider_payload(gateway):
+    """The body LiteLLM's hosted_vllm rerank provider sends to /rerank (llms/hosted_vllm/rerank/transformation.py,
+    None fields left out) and the fields it reads back."""
+    body = {"model": "reranker", "query": QUERY, "documents": [IRRELEVANT, RELEVANT], "top_n": 1,
+            "return_documents": True}
+    results = requests.post(f"{gateway.url}/rerank", json=body, timeout=60).json()["results"]
+    assert [(r["index"], r["document"]["text"]) for r in results] == [(1, RELEVANT)]
+    assert 0 <= results[0]["relevance_score"] <= 1
 
 
 def test_health_and_openapi(gateway, server):
     health = requests.get(f"{gateway.url}/health", timeout=10)
     assert health.status_code == 200
-    assert health.json() == {"status": "ready", "triton": server.grpc_url, "models": ["reranker", "rerank-default"]}
+    assert health.json() == {"status": "ready", "models": ["reranker", "rerank-default"]}  # no internal address
     assert requests.get(f"{gateway.url}/health/live", timeout=10).json() == {"status": "live"}
     spec = requests.get(f"{gateway.url}/openapi.json", timeout=10).json()
-    assert {"/v1/rerank", "/v2/rerank", "/rerank", "/health"} <= set(spec["paths"])
+    assert {"/v1/rerank", "/v2/rerank", "/rerank", "/score", "/v1/score", "/health"} <= set(spec["paths"])
     assert {"200", "400", "404", "503"} <= set(spec["paths"]["/v2/rerank"]["post"]["responses"])
