@@ -18,7 +18,7 @@ def model_labels(args: dict[str, Any]) -> dict[str, str]:
 
 class StepMetrics:
     """Base of one step's series: makes its metric families and keeps them alive, since Triton fails a Metric's
-    calls once its family is deleted."""
+    calls once its family is deleted. The step's `finalize` calls `close`."""
 
     def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
         self._pb = pb_utils
@@ -34,3 +34,10 @@ class StepMetrics:
     def counter(self, name: str, description: str) -> Any:
         """One counter with the instance's labels."""
         return self.family(name, description, "COUNTER").Metric(labels=self.labels)
+
+    def close(self) -> None:
+        """Delete every series of this step now, while the stub can still tell the server. A family left to the
+        interpreter's shutdown is deleted after the stub's shared memory is gone, and the stub crashes in
+        `Metric::SaveToSharedMemory` (Triton 2.51) on every unload."""
+        vars(self).clear()  # the families and their Metric objects: the last references, so deleted here
+

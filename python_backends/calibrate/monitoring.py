@@ -73,13 +73,20 @@ class ScoreDriftMetrics(StepMetrics):
         self._profile_tag: str | None = None
         self._window: DriftWindow | None = None
         self._gauge: Any = None
-        self._pending: queue.Queue[list[float]] = queue.Queue(maxsize=MAX_PENDING)
-        threading.Thread(target=self._observe_forever, name="raw-score-histogram", daemon=True).start()
+        self._pending: queue.Queue[list[float] | None] = queue.Queue(maxsize=MAX_PENDING)
+        self._observer = threading.Thread(target=self._observe_forever, name="raw-score-histogram", daemon=True)
+        self._observer.start()
 
     def _observe_forever(self) -> None:
-        while True:
-            for value in self._pending.get():
+        while (values := self._pending.get()) is not None:
+            for value in values:
                 self._histogram.observe(value)
+
+    def close(self) -> None:
+        """Observe what is queued, then delete the series (StepMetrics.close)."""
+        self._pending.put(None)
+        self._observer.join(timeout=10)
+        super().close()
 
     def _follow(self, profile: CalibrationProfile) -> None:
         """Start a fresh window (and gauge series) for a profile not seen before."""

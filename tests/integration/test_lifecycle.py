@@ -92,7 +92,8 @@ def _rank_or_refusal(server: RunningServer) -> str:
 
 
 def test_graceful_shutdown_answers_every_in_flight_request(swap_server):
-    """SIGTERM under load: every request gets its answer or an explicit UNAVAILABLE, none hangs, exit code 0.
+    """SIGTERM under load: every request gets its answer or an explicit UNAVAILABLE, none hangs, exit code 0, and
+    every step unloads cleanly (no stub crashes while the interpreter shuts down).
 
     Triton drains each step's queue, but a request between two ensemble steps when the next step's scheduler
     has stopped is refused ("Server is stopping"): that is why the Helm chart drains traffic before SIGTERM.
@@ -108,3 +109,7 @@ def test_graceful_shutdown_answers_every_in_flight_request(swap_server):
     assert set(outcomes) <= {"ok", "refused"}, outcomes
     server.process.wait(timeout=120)
     assert server.process.returncode == 0
+    # a stub's crash: the Python backend's "Segfault encountered" with its trace, or tritonserver's own "Signal (11)"
+    crashes = [line for line in server.log_path.read_text(errors="replace").splitlines()
+               if any(sign in line for sign in ("Segfault encountered", "Signal (11)", "SaveToSharedMemory"))]
+    assert crashes == []

@@ -28,6 +28,10 @@ class TritonPythonModel:
         self.metrics.in_use(profile.tag)
         return [respond(pb_utils, lambda r: self._handle(profile, r), request) for request in requests]
 
+    def finalize(self) -> None:
+        self.drift.close()
+        self.metrics.close()
+
     def _handle(self, profile, request) -> dict[str, np.ndarray]:
         raw, top_n = validated_inputs(
             required_array(pb_utils, request, "RAW_SCORES"),

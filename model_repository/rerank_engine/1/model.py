@@ -25,7 +25,8 @@ class TritonPythonModel:
         settings = EngineSettings.from_parameters(ModelParameters.from_model_config(args["model_config"]))
         on_gpu = args.get("model_instance_kind") == "GPU"
         self.engine = AsyncEngine(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None)
-        self.replies = ReplyThread(pb_utils, "RAW_SCORES", EngineMetrics(pb_utils, model_labels(args)))
+        self.metrics = EngineMetrics(pb_utils, model_labels(args))
+        self.replies = ReplyThread(pb_utils, "RAW_SCORES", self.metrics)
         self.engine.on_death(self._unload)
 
     def execute(self, requests: list) -> None:
@@ -53,3 +54,4 @@ class TritonPythonModel:
     def finalize(self) -> None:
         self.engine.close()
         self.replies.close()
+        self.metrics.close()

@@ -29,6 +29,9 @@ class TritonPythonModel:
             responses.append(error_response(pb_utils, result) if isinstance(result, Exception) else self._response(result))
         return responses
 
+    def finalize(self) -> None:
+        self.metrics.close()
+
     @staticmethod
     def _raw(request) -> RequestTensors | Exception:
         try:

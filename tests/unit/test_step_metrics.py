@@ -1,0 +1,68 @@
+"""The steps' shared Prometheus base (python_backends/prometheus.py), against a stand-in for pb_utils' metric API:
+every series released by `close` (what Triton's stub needs before its
+interpreter shuts down)."""
+
+from __future__ import annotations
+
+import types
+import weakref
+
+import numpy as np
+
+from python_backends.calibrate.monitoring import ScoreDriftMetrics
+from python_backends.calibrate.profiles import CalibrationProfile, PlattCalibrator
+from python_backends.prometheus import StepMetrics
+
+
+class Metric:
+    def __init__(self, labels: dict[str, str], buckets: list[float] | None = None) -> None:
+        self.labels, self.value, self.observed = labels, 0.0, []
+
+    def increment(self, value: float) -> None:
+        self.value += value
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def observe(self, value: float) -> None:
+        self.observed.append(value)
+
+
+class MetricFamily:
+    COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
+    made: list[weakref.ref] = []
+
+    def __init__(self, name: str, description: str, kind: str) -> None:
+        self.name, self.metrics = name, []
+        MetricFamily.made.append(weakref.ref(self))
+
+    def Metric(self, labels: dict[str, str], buckets: list[float] | None = None) -> Metric:  # noqa: N802 - pb_utils'
+        self.metrics.append(Metric(labels, buckets))
+        return self.metrics[-1]
+
+
+PB_UTILS = types.SimpleNamespace(MetricFamily=MetricFamily)
+LABELS = {"model": "rerank_engine", "version": "1"}
+PROFILE = CalibrationProfile(name="p", version="1", model="m", score_type="cosine", calibrator=PlattCalibrator(a=1.0, b=0.0))
+
+
+def test_close_releases_every_family():
+    MetricFamily.made.clear()
+    metrics = StepMetrics(PB_UTILS, LABELS)
+    metrics.counter("reranker_a_total", "a")
+    metrics.family("reranker_b", "b", "GAUGE").Metric(labels=LABELS)
+    assert [ref() is not None for ref in MetricFamily.made] == [True, True]
+    metrics.close()
+    assert [ref() for ref in MetricFamily.made] == [None, None]  # at once, not at the interpreter's shutdown
+
+
+def test_close_observes_what_is_queued_then_releases_the_raw_score_series():
+    """The histogram's own thread holds the object; `close` stops it, so its families go too."""
+    MetricFamily.made.clear()
+    drift = ScoreDriftMetrics(PB_UTILS, LABELS, "cosine", window=8)
+    histogram = drift._histogram
+    drift.observe(PROFILE, np.array([0.1, 0.2, 0.3]))
+    drift.close()
+    assert histogram.observed == [0.1, 0.2, 0.3]
+    del histogram
+    assert [ref() for ref in MetricFamily.made] == [None, None]
