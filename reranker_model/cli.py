@@ -1,0 +1,147 @@
+"""reranker-model: check a checkpoint, add it as a variant of the model repository, score pairs with it offline.
+
+    reranker-model check MODEL [--load]
+    reranker-model add NAME MODEL [--documents sample.jsonl] [--gpu] [--max-model-len N]
+    reranker-model score NAME pairs.jsonl -o scores.jsonl
+    tritonserver --model-config-name=NAME   (scripts/start_server.sh --model-config-name=NAME)
+
+MODEL is a folder with config.json, package:<module>/<dir>, or a hub id in the local Hugging Face cache. `score`
+writes each pair with its raw_score, which `reranker-calibrate fit --raw-scores-from` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .checkpoint import PROBE_DOCUMENT as _DOC, PROBE_QUERY as _QUERY, SCORE_TYPES, ModelCheck, RefusedModel, check_model, vllm_support
+from .variant import REPOSITORY
+
+PROBE_QUERY = "What is the capital of France?"
+PROBE_PAIR = f"{_QUERY!r} / {_DOC!r}"
+PROBE_DOCUMENTS = ["Bananas are yellow.", "Paris is the capital of France."]
+
+
+def _queue_delays(text: str) -> tuple[int, int, int]:
+    values = tuple(int(v) for v in text.split(","))
+    if len(values) != 3 or min(values) < 0:
+        raise argparse.ArgumentTypeError("expected three microsecond values: PREPROCESS,ENGINE,CALIBRATE")
+    return values  # type: ignore[return-value]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reranker-model", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repository", type=Path, default=REPOSITORY, help="the model repository (default: %(default)s)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="what the repository would serve this checkpoint as, or why not")
+    check.add_argument("model")
+    check.add_argument("--load", action="store_true", help="also start the engine once and score two probe pairs")
+    add = sub.add_parser("add", help="write configs/NAME.pbtxt of the three steps and a first, unfitted profile")
+    add.add_argument("name")
+    add.add_argument("model")
+    add.add_argument("--documents", type=Path, help="sample: calibration JSONL or one document per line")
+    add.add_argument("--gpu", action="store_true", help="one engine per GPU with the GPU engine arguments")
+    add.add_argument("--max-model-len", type=int, help="default: from --documents, else the model's limit")
+    add.add_argument("--preprocess-instances", type=int)
+    add.add_argument("--tokenizer-threads", type=int)
+    add.add_argument("--queue-delay-us", type=_queue_delays, help="PREPROCESS,ENGINE,CALIBRATE max_queue_delay")
+    score = sub.add_parser("score", help="raw scores of pairs through the variant's preprocess and engine, no Triton")
+    score.add_argument("name", help="a variant (configs/NAME.pbtxt), or 'default' for config.pbtxt")
+    score.add_argument("pairs", type=Path, help='JSONL: {"query", "document", ...}; other fields are kept')
+    score.add_argument("-o", "--output", type=Path, required=True)
+    score.add_argument("--instruction", help="a yes/no reranker's instruction (its default when not given)")
+    return parser
+
+
+def describe(model: ModelCheck) -> list[str]:
+    raw_range, method, _ = SCORE_TYPES[model.score_type]
+    version, entry = vllm_support(model.loaded_architecture)
+    supported = "NOT supported" if entry is None else "supported" + (f" (from {entry})" if entry != model.loaded_architecture else "")
+    lines = [
+        f"model: {model.reference} ({model.path})",
+        f"family: {model.family.name} ({model.architecture}, model_type {model.model_type})",
+        f"score type: {model.score_type}, raw scores {raw_range}; unfitted profile: {method}",
+        f"vLLM {version}: {model.loaded_architecture} {supported} by its model registry (runner pooling, "
+        f"task {model.family.score_kind.task})",
+        f"max_position_embeddings: {model.max_position_embeddings}; longest sequence: {model.length_limit} tokens",
+        f"template (the pair {PROBE_PAIR} as the model gets it, sequences split by ' | '):",
+        *(f"  {line}" for line in model.template.splitlines()),
+    ]
+    if model.classifier_tokens:
+        lines.append("yes/no tokens: " + ", ".join(f"{t!r} = {i}" for t, i in model.classifier_tokens.items()))
+    lines.append(f"engine_args it needs: {json.dumps(model.engine_args)}")
+    return lines
+
+
+def run_check(args: argparse.Namespace) -> int:
+    model = check_model(args.model)
+    print("\n".join(describe(model)))
+    if vllm_support(model.loaded_architecture)[1] is None:
+        raise RefusedModel(f"{model.loaded_architecture} is not in this vLLM's model registry: use a vLLM that has it")
+    if args.load:
+        from .probe import probe_lines
+
+        print("\n".join(probe_lines(model, args.repository, PROBE_QUERY, PROBE_DOCUMENTS)))
+    return 0
+
+
+def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from .sizing import choose_length, memory_lines, read_sample, sequence_lengths
+    from .variant import STEPS, VariantSpec, engine_args, write_variant
+
+    model = check_model(args.model)
+    length = args.max_model_len
+    if args.documents is not None:
+        choice = choose_length(sequence_lengths(model, read_sample(args.documents)), model.length_limit)
+        print("\n".join(choice.lines(model.length_limit)))
+        length = length or choice.max_model_len
+    length = length or model.length_limit
+    if length > model.length_limit:
+        raise RefusedModel(f"max_model_len {length} is over {model.reference}'s limit of {model.length_limit} tokens")
+    spec = VariantSpec(args.name, model, length, args.gpu, args.preprocess_instances, args.tokenizer_threads,
+                       args.queue_delay_us, command=["reranker-model", *argv[argv.index("add"):]])
+    written = write_variant(spec, args.repository)
+    if args.documents is not None:
+        from .variant import read_config
+
+        base = json.loads(read_config(args.repository / STEPS[1] / "config.pbtxt").parameters["engine_args"].string_value)
+        print("\n".join(memory_lines(model, engine_args(spec, base), _gpu_bytes())))
+    for path in written:
+        print(f"wrote {path.relative_to(args.repository)}")
+    print(f"serve it: tritonserver --model-config-name={args.name} (scripts/start_server.sh --model-config-name={args.name})")
+    return 0
+
+
+def _gpu_bytes() -> int | None:
+    import torch
+
+    return torch.cuda.mem_get_info()[1] if torch.cuda.is_available() else None
+
+
+def run_score(args: argparse.Namespace) -> int:
+    from .offline import read_pair_rows, score_rows
+
+    rows = read_pair_rows(args.pairs)
+    result = score_rows(args.repository, args.name, rows, args.instruction)
+    with args.output.open("w", encoding="utf-8") as out:
+        for row in result.rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"{len(rows)} pairs in {result.seconds:.1f} s: {result.rate:.1f} pairs/s -> {args.output}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "check":
+            return run_check(args)
+        if args.command == "add":
+            return run_add(args, argv)
+        return run_score(args)
+    except (RefusedModel, ValueError, FileNotFoundError) as exc:
+        print(f"reranker-model {args.command}: refused: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,114 @@
+"""`reranker-model score`: a variant's raw scores without Triton, through the same code the server runs.
+
+The preprocess step's `Preprocessor` (template, truncation, token ids) and the engine step's `AsyncEngine` (vLLM
+in-process, the variant's EngineSettings), built from the variant's own config files: one request per query with
+all its documents, as the served ensemble gets them, so the raw scores are RAW_SCORES.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from python_backends.engine import AsyncEngine, EngineSettings, SequenceBatch
+from python_backends.preprocess.settings import PreprocessSettings
+from python_backends.preprocess.step import Preprocessor
+from python_backends.triton_params import ModelParameters
+
+
+def variant_path(repository: Path, step: str, name: str) -> Path:
+    """configs/<name>.pbtxt of a step; the name "default" is its config.pbtxt."""
+    return repository / step / ("config.pbtxt" if name == "default" else f"configs/{name}.pbtxt")
+
+
+def model_config_dict(path: Path) -> dict[str, Any]:
+    """A config file as the dict Triton passes to `initialize` (gRPC ModelConfig in JSON form)."""
+    from google.protobuf import json_format
+
+    from .variant import read_config
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such variant (write one with reranker-model add)")
+    return json_format.MessageToDict(read_config(path), preserving_proto_field_name=True)
+
+
+@contextmanager
+def open_steps(preprocess_config: dict[str, Any], engine_config: dict[str, Any]) -> Iterator[tuple[Preprocessor, AsyncEngine]]:
+    """The preprocess and the engine of two step configs (as Triton passes them), the engine closed on exit."""
+    preprocess = Preprocessor.from_settings(PreprocessSettings.from_model_config(preprocess_config))
+    engine = AsyncEngine(EngineSettings.from_parameters(ModelParameters.from_model_config(engine_config)))
+    try:
+        yield preprocess, engine
+    finally:
+        engine.close()
+
+
+def open_variant(repository: Path, name: str) -> Any:
+    """The preprocess and engine of variant `name` of `repository`."""
+    return open_steps(*(model_config_dict(variant_path(repository, step, name))
+                        for step in ("rerank_preprocess", "rerank_engine")))
+
+
+def raw_scores(preprocess: Preprocessor, engine: AsyncEngine, query: str, documents: list[str],
+               instruction: str | None = None) -> np.ndarray:
+    """One request's raw scores, one per document."""
+    text = lambda *values: np.asarray([[v.encode() for v in values]], dtype=object)  # noqa: E731 - [1, n] as Triton
+    inputs = preprocess(text(query), text(*documents), None if instruction is None else text(instruction))
+    arrays = {name: value.reshape(1, -1) for name, value in (
+        ("TOKEN_IDS", inputs.token_ids), ("TOKEN_TYPE_IDS", inputs.token_type_ids),
+        ("SEQUENCE_LENGTHS", inputs.sequence_lengths), ("SEQUENCE_DOCUMENTS", inputs.sequence_documents))}
+    return engine.submit(SequenceBatch.from_arrays(arrays, engine.limits), lambda: False).result()
+
+
+@dataclass(frozen=True)
+class ScoredPairs:
+    rows: list[dict[str, Any]]  # the input lines, each with its raw_score
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return len(self.rows) / self.seconds if self.seconds else float("inf")
+
+
+def read_pair_rows(path: Path) -> list[dict[str, Any]]:
+    """JSONL lines with "query" and "document" (other fields, e.g. "label", are kept as they are)."""
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            row = json.loads(line)
+            if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("query", "document")):
+                raise ValueError(f"{path}:{number}: expected a JSON object with string 'query' and 'document'")
+            rows.append(row)
+    return rows
+
+
+def score_rows(repository: Path, name: str, rows: list[dict[str, Any]], instruction: str | None = None,
+               progress: bool = True) -> ScoredPairs:
+    """Every row with its raw_score, scored one query (with all its documents) per request."""
+    from tqdm import tqdm
+
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        groups.setdefault(row["query"], []).append(index)
+    scored = [dict(row) for row in rows]
+    with open_variant(repository, name) as (preprocess, engine):
+        started = time.monotonic()
+        with tqdm(total=len(rows), unit="pair", file=sys.stderr, disable=not progress, desc="scoring") as bar:
+            for query, indices in groups.items():
+                step = preprocess.limits.max_documents  # a request holds at most this many, as a served one
+                for start in range(0, len(indices), step):
+                    chunk = indices[start:start + step]
+                    scores = raw_scores(preprocess, engine, query, [rows[i]["document"] for i in chunk], instruction)
+                    for index, score in zip(chunk, scores.tolist()):
+                        scored[index]["raw_score"] = score
+                    bar.update(len(chunk))
+        seconds = time.monotonic() - started
+    return ScoredPairs(scored, seconds)

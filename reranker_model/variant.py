@@ -1,0 +1,144 @@
+"""`reranker-model add`: one variant of the three steps (configs/<NAME>.pbtxt of rerank_preprocess, rerank_engine and
+rerank_calibrate) written from one description, so the checkpoint and max_model_len cannot disagree between steps.
+
+Each file is the step's config.pbtxt parsed with protobuf and re-serialized by text_format with the variant's values;
+the reasons for each setting stay in the commented config.pbtxt and configs/gpu.pbtxt. The first line of every file
+written is the command that writes it again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from python_backends.calibrate.profile_schema import dump_profile, load_profile, profile_from_dict
+
+from .checkpoint import SCORE_TYPES, ModelCheck
+
+REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
+STEPS = ("rerank_preprocess", "rerank_engine", "rerank_calibrate")
+# One GPU's engine, as the committed GPU variants run it: compiled, bf16, 85% of the GPU's memory.
+GPU_ENGINE_ARGS = {"dtype": "bfloat16", "max_num_batched_tokens": 65536, "max_num_seqs": 256,
+                   "gpu_memory_utilization": 0.85, "enforce_eager": False}
+GPU_PARAMETERS = {
+    "rerank_preprocess": {"batch_token_budget": "8388608", "tokenizer_threads": "6"},
+    "rerank_engine": {"model_sha256": "{}", "max_inflight_tokens": "524288",
+                      "vllm_env": json.dumps({"VLLM_NO_USAGE_STATS": "1"})},
+}
+GPU_PREPROCESS_INSTANCES = 2
+GPU_QUEUE_DELAY_US = (0, 0, 0)  # preprocess, engine, calibrate: a lone request starts at once
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """What a variant is made of; everything else is the step's config.pbtxt."""
+
+    name: str
+    model: ModelCheck
+    max_model_len: int
+    gpu: bool = False
+    preprocess_instances: int | None = None  # None: the target's default (config.pbtxt's, or 2 on GPU)
+    tokenizer_threads: int | None = None
+    queue_delay_us: tuple[int, int, int] | None = None
+    command: list[str] = field(default_factory=list)  # the add command line, written as each file's first line
+
+    @property
+    def profile_file(self) -> str:
+        return f"profiles/{self.model.profile_stem}.json"
+
+
+def read_config(path: Path) -> Any:
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = model_config_pb2.ModelConfig()
+    text_format.Parse(path.read_text(), config)
+    return config
+
+
+def engine_args(spec: VariantSpec, base: dict[str, Any]) -> dict[str, Any]:
+    """The base's engine_args (the GPU ones with --gpu), this model and length, and what its family needs."""
+    args = {"model": spec.model.reference, "runner": "pooling"}
+    if spec.gpu:
+        args.update(GPU_ENGINE_ARGS)
+    else:
+        args.update({key: value for key, value in base.items() if key not in args})
+        args["max_num_batched_tokens"] = max(base["max_num_batched_tokens"], spec.max_model_len)
+    args["max_model_len"] = spec.max_model_len
+    ordered = {key: args[key] for key in ("model", "runner", "dtype", "max_model_len") if key in args}
+    return {**ordered, **args, **spec.model.engine_args}
+
+
+def _set_parameters(config: Any, values: dict[str, str]) -> None:
+    for key, value in values.items():
+        if key not in config.parameters:
+            raise KeyError(f"{config.name} has no parameter {key!r}")
+        config.parameters[key].string_value = value
+
+
+def step_configs(spec: VariantSpec, repository: Path) -> dict[str, Any]:
+    """The three steps' configs of the variant, as ModelConfig messages."""
+    configs = {step: read_config(repository / step / "config.pbtxt") for step in STEPS}
+    preprocess, engine, calibrate = configs.values()
+    reference = spec.model.reference
+    _set_parameters(preprocess, {"model": reference, "max_model_len": str(spec.max_model_len)})
+    if not spec.gpu:  # the base's budget is one request of max_documents x max_model_len
+        budget = int(preprocess.parameters["max_documents"].string_value) * spec.max_model_len
+        _set_parameters(preprocess, {"batch_token_budget": str(budget)})
+    base_args = json.loads(engine.parameters["engine_args"].string_value)
+    _set_parameters(engine, {"engine_args": json.dumps(engine_args(spec, base_args)), "model_sha256": "{}"})
+    _set_parameters(calibrate, {"model": reference, "calibration_profile": spec.profile_file})
+    if spec.gpu:
+        for step, values in GPU_PARAMETERS.items():
+            _set_parameters(configs[step], values)
+        for group in engine.instance_group:
+            group.kind = type(group).KIND_GPU
+    instances = spec.preprocess_instances or (GPU_PREPROCESS_INSTANCES if spec.gpu else None)
+    if instances:
+        preprocess.instance_group[0].count = instances
+    if spec.tokenizer_threads is not None:
+        _set_parameters(preprocess, {"tokenizer_threads": str(spec.tokenizer_threads)})
+    delays = spec.queue_delay_us or (GPU_QUEUE_DELAY_US if spec.gpu else None)
+    for config, delay in zip(configs.values(), delays or ()):
+        config.dynamic_batching.max_queue_delay_microseconds = delay
+    return configs
+
+
+def unfitted_profile(spec: VariantSpec) -> dict[str, Any]:
+    """The variant's first profile: bound to its model and score type, honestly unfitted."""
+    stem, score_type = spec.model.profile_stem, spec.model.score_type
+    _, method, why = SCORE_TYPES[score_type]
+    return {
+        "schema_version": 1, "name": f"{stem}-unfitted", "version": f"{datetime.date.today().isoformat()}.1",
+        "model": spec.model.reference, "score_type": score_type, "method": method, "params": {},
+        "fitted_on": {"fitted": False, "note": f"Not fitted: {why}. Fit a profile on labelled pairs of your domain "
+                                               "with reranker-calibrate fit and replace this file."},
+    }
+
+
+def write_variant(spec: VariantSpec, repository: Path) -> list[Path]:
+    """Write configs/<name>.pbtxt of each step (and the profile, unless one for this score type is there)."""
+    from google.protobuf import text_format
+
+    header = f"# {shlex.join(spec.command)}\n" if spec.command else ""
+    header += f"# Variant '{spec.name}' ({spec.model.reference}); the settings' reasons: config.pbtxt, configs/gpu.pbtxt.\n"
+    written = []
+    for step, config in step_configs(spec, repository).items():
+        path = repository / step / "configs" / f"{spec.name}.pbtxt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(header + text_format.MessageToString(config))
+        written.append(path)
+    profile = repository / "rerank_calibrate" / spec.profile_file
+    if profile.is_file():
+        existing = load_profile(profile)
+        if existing.score_type != spec.model.score_type:
+            raise ValueError(f"{profile} is a profile for '{existing.score_type}' scores, this model gives "
+                             f"'{spec.model.score_type}': remove it or pick another variant name")
+    else:
+        dump_profile(profile_from_dict(unfitted_profile(spec), str(profile)), profile)
+        written.append(profile)
+    return written
