@@ -498,6 +498,16 @@ def test_gateway_deployment_and_service(helm):
     assert env["TRITON_GRPC_URL"].split(":")[0] == server_svc["metadata"]["name"]
 
 
+def test_gateway_api_key_from_the_users_secret(helm):
+    def gateway_env(values):
+        deploy = kinds_named(render({"gateway": {"enabled": True, **values}}), "Deployment")["rr-reranker-gateway"]
+        return deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+
+    assert {"name": "GATEWAY_API_KEY", "valueFrom": {"secretKeyRef": {"name": "gw-keys", "key": "rerank"}}} in (
+        gateway_env({"apiKeySecret": {"name": "gw-keys", "key": "rerank"}}))
+    assert "GATEWAY_API_KEY" not in {e["name"] for e in gateway_env({})}  # open by default
+
+
 def test_gateway_off_by_default(helm):
     assert set(kinds_named(render(), "Deployment")) == {"rr-reranker"}
 
