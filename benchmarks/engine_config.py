@@ -12,6 +12,7 @@ with the override), started with ``--model-config-name=<point>``.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -33,6 +34,13 @@ def parse_override(text: str) -> tuple[str, object]:
         return key.strip(), json.loads(value)
     except json.JSONDecodeError:
         return key.strip(), value
+
+
+def point_name(key: str, value: object) -> str:
+    """A sweep point's name, also a folder and a config name: letters, digits, '.', '_' and '-' only
+    (`quantization="fp8"` -> `quantization-fp8`, `compilation_config={...}` -> `compilation_config-pass_config-...`)."""
+    text = f"{key}-{json.dumps(value, separators=(',', ':'), sort_keys=True)}"
+    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-")
 
 
 def read_config(path: Path):

@@ -17,7 +17,8 @@
 #
 # env: VLLM_VERSION (0.26.0)  MODELS ("qwen3"; also xlmr)  SYSTEMS (build,matmul,triton,async_llm,vllm_same,
 #      vllm_default,hf)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8"; "" = none)  SWEEP (";"-separated
-#      KEY=JSON engine overrides, one sweep point each)  OVERLOAD (Triton at this multiple of its last level's rate
+#      KEY=JSON engine overrides, one sweep point each)  CONFIG_POINTS (space-separated committed config variants,
+#      e.g. gpu-fp8, one point each)  OVERLOAD (Triton at this multiple of its last level's rate
 #      after the levels, 4; 0 = none)  BENCH_DEADLINE (seconds for all of it, 570)  BENCH_ARGS
 set -uo pipefail
 T0=$(date +%s)
@@ -40,7 +41,7 @@ VPY=${VPY:-/opt/torch/.venv/bin/python3}
 if [ "${1:-}" = stash ]; then bash tools/offline_gpu/install_kit.sh --stash; exit; fi
 
 main() {
-say "gpu_run.sh vLLM $VLLM_VERSION models=[$MODELS] systems=$SYSTEMS levels=$LEVELS perf=[$PERF] overload=$OVERLOAD sweep=[${SWEEP:-}] deadline ${DEADLINE}s"
+say "gpu_run.sh vLLM $VLLM_VERSION models=[$MODELS] systems=$SYSTEMS levels=$LEVELS perf=[$PERF] overload=$OVERLOAD sweep=[${SWEEP:-}] config points=[${CONFIG_POINTS:-}] deadline ${DEADLINE}s"
 nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
 say "install_kit"
 bash tools/offline_gpu/install_kit.sh || { say "install_kit FAILED"; return 1; }
@@ -60,6 +61,7 @@ n=$(echo $MODELS | wc -w)
 sweep=()
 IFS=';' read -ra points <<< "${SWEEP:-}"
 for p in "${points[@]}"; do [ -n "$p" ] && sweep+=(--sweep "$p"); done
+for p in ${CONFIG_POINTS:-}; do sweep+=(--config-point "$p"); done
 for model in $MODELS; do
   left=$(( (DEADLINE - $(el) - 10) / n )); n=$((n - 1))
   say "benchmark $model (deadline ${left}s)"

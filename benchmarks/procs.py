@@ -69,11 +69,22 @@ class ServerProcess:
         hits = [ln[:400] for ln in lines if re.search(r"^E\d{4}|error|Error|Traceback|failed|Failed", ln)]
         return "\n".join(hits[-n:]) or self.tail(1500)
 
-    def wait_ready(self, check, timeout_s: float, what: str) -> float:
+    def failure(self, fatal: re.Pattern | None) -> str | None:
+        """The first log line matching `fatal` (a load failure the server states before it exits, or instead)."""
+        if fatal is None:
+            return None
+        match = fatal.search(self.tail(1_000_000))
+        return match.group(0)[:600] if match else None
+
+    def wait_ready(self, check, timeout_s: float, what: str, fatal: re.Pattern | None = None) -> float:
+        """Seconds until `check()` is true; raises at once, with the server's own words, when the process exits or
+        its log states a failure matching `fatal`, instead of waiting out `timeout_s`."""
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout_s:
             if not self.alive():
                 raise RuntimeError(f"{what} exited with {self.proc.returncode}: {self.key_lines()}")
+            if line := self.failure(fatal):
+                raise RuntimeError(f"{what} failed to load after {time.monotonic() - t0:.0f} s: {line}")
             if check():
                 return time.monotonic() - t0
             time.sleep(0.5)

@@ -62,6 +62,7 @@ def _compare(a: list[dict], b: list[dict]) -> dict | None:
         return None
     return {"max_abs_raw_diff": round(max(diffs), 5), "max_abs_raw_diff_per_request": [round(d, 5) for d in diffs],
             "spearman_per_request": [round(r, 4) for r in rhos], "spearman_min": round(min(rhos), 4),
+            "top10_overlap_per_request": [round(o, 2) for o in overlaps],
             "top10_overlap_min": round(min(overlaps), 3), "raw_std": round(float(np.std(a[0]["raw"])), 5)}
 
 
@@ -148,6 +149,10 @@ def _system_lines(key: str, r: dict, w: int) -> list[str]:
                      f"{wall:>9.1f}{lv['tokens_per_s']:>9}{lv.get('ceiling_share', 0) * 100:>6.1f}%"
                      f"{lat['p50'] or 0:>9.1f}{lat['p95'] or 0:>9.1f}{lat['p99'] or 0:>9.1f}"
                      f"{mem_s:>8}{pre:>8}{vllm:>7}")
+    first = (r.get("levels") or [{}])[0]
+    marks = first.get("triton_stats", {}).get("timeline_ms")
+    if marks and first["concurrency"] == 1:
+        lines.append(f"{'':{w}}  c=1 timeline (mean ms since send): " + ", ".join(f"{k} {v}" for k, v in marks.items()))
     extra = [f"startup {r['startup_s']} s"] if r.get("startup_s") is not None else []
     rates = [lv["prefix_cache_hit_rate"] for lv in r.get("levels", []) if lv.get("prefix_cache_hit_rate") is not None]
     if rates:
@@ -194,7 +199,8 @@ def table(results: dict) -> str:
     for pair, c in (results.get("cross_check") or {}).items():
         if "max_abs_raw_diff" in c:
             lines.append(f"scores {pair}: max|raw diff| {c['max_abs_raw_diff']} (raw std {c['raw_std']}), "
-                         f"spearman >= {c['spearman_min']}, top-10 overlap >= {c['top10_overlap_min']}")
+                         f"spearman >= {c['spearman_min']}, top-10 overlap >= {c['top10_overlap_min']} "
+                         f"({len(c['spearman_per_request'])} requests)")
     lines.append("* = level incomplete (errors or time budget); pairs/s, tok/s, %ceil: over the steady window (every "
                  "worker answered once .. last send, loadtest/closed_loop.py), wall = pairs/s over the whole level; "
                  "%ceil = useful FLOP/s over the matmul rate; pre+cal (Triton's compute time of preprocess and "

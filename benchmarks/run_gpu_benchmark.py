@@ -37,7 +37,7 @@ from benchmarks.systems import SYSTEMS  # noqa: E402
 
 
 def run_child(system: str, s: Settings, result_path: Path, pgid_file: Path) -> int:
-    result = {"system": system, "point": s.point, "override": s.override, "status": "error",
+    result = {"system": system, "point": s.point, "override": s.override, "config": s.variant, "status": "error",
               "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     t0 = time.monotonic()
 
@@ -117,12 +117,15 @@ def chosen(systems_arg: str, results: dict) -> list[str]:
     return systems
 
 
-def points(sweep: list[str], base: bool = True) -> list[tuple[str, dict]]:
-    """("base", {}) (unless base is False) then one point per --sweep KEY=JSON, named after it."""
-    out = [("base", {})] if base else []
+def points(sweep: list[str], configs: list[str] = (), base: bool = True) -> list[tuple[str, dict, str]]:
+    """(name, override, committed config) per point: ("base", {}, "") (unless base is False), one per --sweep
+    KEY=JSON (the committed engine_args + that override), one per --config-point NAME (the committed
+    configs/NAME.pbtxt as it is)."""
+    out = [("base", {}, "")] if base else []
     for item in sweep:
         key, value = engine_config.parse_override(item)
-        out.append((f"{key}={json.dumps(value, separators=(',', ':'))}", {key: value}))
+        out.append((engine_config.point_name(key, value), {key: value}, ""))
+    out += [(name, {}, name) for name in configs]
     return out
 
 
@@ -142,8 +145,9 @@ def main(argv=None) -> int:
     log(f"device {s.device}, systems {systems}, model {s.hub_id} ({s.variant}), plan {s.plan()}, out {s.out}"
         + (f", deadline {args.deadline:.0f} s" if args.deadline else ""))
     ok = True
-    for point, override in points(args.sweep, args.base or not args.sweep):
-        s.point, s.override = point, override
+    base = args.base or not (args.sweep or args.config_point)
+    for point, override, config in points(args.sweep, args.config_point, base):
+        s.point, s.override, s.config = point, override, config
         for system in systems:
             if point != "base" and not SYSTEMS[system].load:
                 continue  # preparation steps run once
@@ -160,7 +164,7 @@ def main(argv=None) -> int:
             ok &= results[key].get("status") in ("ok", "partial")
             results["settings"] = s.to_json()
             report.export(s, results, final=False)
-    s.point, s.override = "base", {}
+    s.point, s.override, s.config = "base", {}, ""
     report.export(s, results, final=True)
     print(report.table(results), flush=True)
     return 0 if ok else 1

@@ -38,6 +38,7 @@ class Settings:
     vllm_python: str
     point: str = "base"  # sweep point name; "base" = the committed engine_args unchanged
     override: dict = field(default_factory=dict)  # the point's one named engine argument
+    config: str = ""  # the point's committed config name (--config-point); "" = the model's own variant
     full_load: bool = False  # --tiny models with the real load shape (64 docs x ~500 tokens)
     perf_levels: list[int] = field(default_factory=list)  # perf_analyzer concurrency levels (Triton system)
     perf_requests: int = 16  # distinct requests in perf_analyzer's input data
@@ -46,7 +47,8 @@ class Settings:
 
     @property
     def variant(self) -> str:
-        return VARIANTS[self.model]
+        """The committed config every system of this point reads: configs/<variant>.pbtxt."""
+        return self.config or VARIANTS[self.model]
 
     @property
     def hf_home(self) -> Path:
@@ -115,9 +117,13 @@ def parse_args(argv=None, systems: tuple[str, ...] = ()):
     ap.add_argument("--sweep", action="append", default=[], metavar="KEY=JSON",
                     help="one sweep point per use: the committed engine_args plus this one override "
                          "(e.g. max_num_batched_tokens=32768, quantization=\"fp8\"); 'base' runs first")
+    ap.add_argument("--config-point", action="append", default=[], metavar="NAME",
+                    help="one point per use: a committed config variant as it is (e.g. gpu-fp8: Triton with "
+                         "--model-config-name=NAME on model_repository/, the in-process systems with its engine_args); "
+                         "its probe scores are compared with the base point's")
     ap.add_argument("--no-base", dest="base", action="store_false",
-                    help="with --sweep: run only the sweep points (the base point's results from an earlier "
-                         "invocation with the same --work stay)")
+                    help="with --sweep or --config-point: run only those points (the base point's results from an "
+                         "earlier invocation with the same --work stay)")
     ap.add_argument("--perf-analyzer", default="", metavar="LEVELS",
                     help="perf_analyzer concurrency levels against the Triton server, e.g. 8,32 (empty: none)")
     ap.add_argument("--overload", type=float, default=0.0, metavar="FACTOR",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shlex
 import shutil
 import time
@@ -25,6 +26,9 @@ from benchmarks.workload import Workload
 from loadtest import payload
 
 BENCH_CONFIG = "bench"
+# What Triton logs when a model cannot load (then it exits, or serves without that model): stop waiting at once.
+LOAD_FAILURE = re.compile(r"^E\d{4} .*(failed to load|Python model file not found|Stub process .* is not healthy).*$"
+                          r"|^error: creating server.*$", re.MULTILINE)
 
 
 def repository(s: Settings) -> tuple[Path, str]:
@@ -54,7 +58,7 @@ def start(s: Settings, result: dict, pgid_file: Path, deadline: float) -> tuple[
             "metrics": f"127.0.0.1:{ports['METRICS_PORT']}"}
     try:
         startup = server.wait_ready(lambda: http_ok(f"http://{urls['http']}/v2/health/ready"),
-                                    deadline - time.monotonic() - 30, "tritonserver")
+                                    deadline - time.monotonic() - 30, "tritonserver", LOAD_FAILURE)
     except BaseException:  # includes the parent's SIGTERM at the time budget: never leave the server running
         server.stop()
         raise

@@ -62,6 +62,7 @@ def delta(before: dict, after: dict, level: dict) -> dict:
     queues = sum(per[m]["queue_ms"] for m in per)
     ens_ms = d["reranker"]["success_ns"] / max(1, d["reranker"]["count"]) / 1e6
     return {"triton_stats": {
+        "timeline_ms": timeline(per, vllm_ms, e2e_ms),
         "ensemble_requests": d["reranker"]["count"],
         "per_model": per,
         "ensemble_server_ms": round(ens_ms, 3),
@@ -75,3 +76,23 @@ def delta(before: dict, after: dict, level: dict) -> dict:
         "share_vllm": round(vllm_ms / e2e_ms, 4),
         "share_other": round(1 - (pre_cal + engine + queues + vllm_ms) / e2e_ms, 4),  # network, ensemble hops, client
     }}
+
+
+def timeline(per: dict, vllm_ms: float, e2e_ms: float) -> dict:
+    """Where a request's time goes, as milliseconds since the client sent it (means over the level; exact for one
+    request at a time): each step's queue wait, then its compute; the engine step's compute is the hand-over, after
+    which vLLM holds the request until its scores are done. What is left of the client's latency after calibrate
+    (network, the ensemble's hops, the client's own work) ends at `response`."""
+    marks, t = {"send": 0.0}, 0.0
+    for step, start, end in (("rerank_preprocess", "preprocess_start", "preprocess_end"),
+                             ("rerank_engine", "handover_start", "handover_end"),
+                             ("rerank_calibrate", "calibrate_start", "calibrate_end")):
+        t += per[step]["queue_ms"]
+        marks[start] = t
+        t += per[step]["compute_ms"]
+        marks[end] = t
+        if step == "rerank_engine":
+            t += vllm_ms
+            marks["vllm_done"] = t
+    marks["response"] = e2e_ms
+    return {k: round(v, 2) for k, v in marks.items()}

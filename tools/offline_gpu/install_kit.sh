@@ -39,7 +39,7 @@ parts_of() {  # print the files holding part $1, in order (whole file, or split 
     if [ -f "$d/$1.tar.xz" ]; then echo "$d/$1.tar.xz"; return; fi
   done
   for d in $KIT_DIRS; do
-    for f in "$d/$1.tar.xz.part"*; do [ -f "$f" ] && echo "$(basename "$f") $f"; done
+    for f in "$d/$1.tar.xz.part"*; do if [ -f "$f" ]; then echo "$(basename "$f") $f"; fi; done
   done | sort -u -k1,1 | cut -d' ' -f2
 }
 for part in $PARTS; do

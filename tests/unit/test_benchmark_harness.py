@@ -1,0 +1,70 @@
+"""The GPU benchmark's harness on the CPU: sweep-point names usable as folder and config names, a server that fails
+to load stops the wait at once with its own words, and the single request's timeline from Triton's statistics."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import pytest
+
+from benchmarks.engine_config import point_name
+from benchmarks.procs import ServerProcess
+from benchmarks.run_gpu_benchmark import points
+from benchmarks.systems.triton_ensemble import LOAD_FAILURE
+from benchmarks.systems.triton_stats import timeline
+
+SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+@pytest.mark.parametrize(("override", "name"), [
+    ('quantization="fp8"', "quantization-fp8"),
+    ("quantization=fp8", "quantization-fp8"),
+    ("max_num_batched_tokens=32768", "max_num_batched_tokens-32768"),
+    ('compilation_config={"pass_config": {"enable_fusion": true}}',
+     "compilation_config-pass_config-enable_fusion-true"),
+])
+def test_sweep_points_are_named_in_safe_characters(override, name):
+    base, (point, values, config) = points([override])
+    assert base == ("base", {}, "")
+    assert point == name and SAFE.match(point)
+    assert config == "" and len(values) == 1
+
+
+def test_a_config_point_names_the_committed_variant():
+    assert points([], ["gpu-fp8"], base=False) == [("gpu-fp8", {}, "gpu-fp8")]
+    assert point_name("max_num_seqs", 128) == "max_num_seqs-128"
+
+
+def test_a_server_that_fails_to_load_fails_the_wait_at_once_with_its_message(tmp_path):
+    line = ("E1203 16:40:01.000000 77 model_lifecycle.cc:654] \"failed to load 'rerank_engine' version 1: Internal: "
+            "Python model file not found in '/r/rerank_engine/1/model.py'\"")
+    script = f"import sys, time; print({line!r}, flush=True); time.sleep(60)"
+    server = ServerProcess([sys.executable, "-c", script], tmp_path / "server.log", {}, tmp_path / "pgids")
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match=r"failed to load after \d+ s: E1203 .*Python model file not found"):
+            server.wait_ready(lambda: False, 50, "tritonserver", LOAD_FAILURE)
+    finally:
+        server.stop(5)
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_server_that_never_fails_is_waited_for_until_ready(tmp_path):
+    server = ServerProcess([sys.executable, "-c", "import time; print('I1203 loading', flush=True); time.sleep(60)"],
+                           tmp_path / "server.log", {}, tmp_path / "pgids")
+    ready_at = time.monotonic() + 1.5
+    try:
+        assert 1.0 < server.wait_ready(lambda: time.monotonic() > ready_at, 20, "tritonserver", LOAD_FAILURE) < 5
+    finally:
+        server.stop(5)
+
+
+def test_the_timeline_adds_queue_compute_and_vllm_times_in_order():
+    per = {"rerank_preprocess": {"queue_ms": 0.5, "compute_ms": 12.0},
+           "rerank_engine": {"queue_ms": 0.25, "compute_ms": 1.25},
+           "rerank_calibrate": {"queue_ms": 0.1, "compute_ms": 0.9}}
+    assert timeline(per, vllm_ms=110.0, e2e_ms=127.0) == {
+        "send": 0.0, "preprocess_start": 0.5, "preprocess_end": 12.5, "handover_start": 12.75, "handover_end": 14.0,
+        "vllm_done": 124.0, "calibrate_start": 124.1, "calibrate_end": 125.0, "response": 127.0}
