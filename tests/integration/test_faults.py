@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,52 @@ def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_ser
     elif "Stub process 'rerank_engine_0_0' is not healthy" not in problem:
         # ended, or ending: the abort can come seconds after the freeze
         assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, problem
+
+
+IN_FLIGHT = 6  # half over HTTP, half over gRPC
+CLIENT_DEADLINE_S = 15.0
+EXIT_TIMEOUT_S = 30.0  # tritonserver's --exit-timeout-secs default, which scripts/start_server.sh keeps
+
+
+def _in_flight_outcome(server: RunningServer, protocol: str) -> tuple[str, float]:
+    """One request large enough to still be in vLLM when the stub is killed: how it ended and when."""
+    client = RerankClient(server.url(protocol), protocol=protocol, max_retries=0, timeout_s=CLIENT_DEADLINE_S)
+    documents = [f"document {i} " + "about the capital cities of Europe and their rivers " * 40 for i in range(64)]
+    started = time.monotonic()
+    try:
+        client.rerank(PROBE_QUERY, documents)
+        return "answered", time.monotonic() - started
+    except InferenceServerException as exc:
+        return f"error: {exc.message()[:60]}", time.monotonic() - started
+    except Exception as exc:  # noqa: BLE001 - the HTTP client's own deadline raises its socket's error
+        return f"client deadline: {type(exc).__name__}", time.monotonic() - started
+    finally:
+        client.close()
+
+
+def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_shutdown_is_bounded(own_server):
+    """Triton 2.51's Python backend never answers a request whose stub died after `execute` handed it over (its
+    response factory is released only by the stub; docs/OPERATIONS.md, Faults): each in-flight request ends at the
+    client's deadline, requests sent afterwards are refused at once, and a SIGTERM afterwards waits the whole exit
+    timeout for those requests and exits 1 naming them, inside the Helm chart's termination grace period."""
+    (pid,) = stub_pids(own_server, "rerank_engine")
+    with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+        futures = [pool.submit(_in_flight_outcome, own_server, ("http", "grpc")[i % 2]) for i in range(IN_FLIGHT)]
+        time.sleep(1.0)
+        os.kill(pid, signal.SIGKILL)
+        outcomes = [f.result(timeout=CLIENT_DEADLINE_S + 30) for f in futures]
+    print("in flight at the stub's death:", [(kind, round(t, 1)) for kind, t in outcomes])
+    assert all(t < CLIENT_DEADLINE_S + 5 for _, t in outcomes), outcomes  # none outlives its client's deadline
+    started = time.monotonic()
+    with pytest.raises(InferenceServerException, match="Stub process 'rerank_engine_0_0' is not healthy"):
+        probe_ranking(own_server)
+    assert time.monotonic() - started < 10
+
+    started = time.monotonic()
+    os.kill(own_server.process.pid, signal.SIGTERM)
+    code = own_server.process.wait(timeout=EXIT_TIMEOUT_S + 30)
+    took = time.monotonic() - started
+    unanswered = sum(kind != "answered" and not kind.startswith("error") for kind, _ in outcomes)
+    print(f"shutdown after the stub's death: {took:.1f} s, exit {code}, {unanswered} requests never answered")
+    assert took < EXIT_TIMEOUT_S + 15
+    assert ("in-flight inferences" in own_server.log_tail(20000)) == (code == 1), code
