@@ -2,7 +2,8 @@
 
 Built on `pb_utils.MetricFamily` (passed in: it exists only inside the stub). Names carry the `reranker_` prefix and
 the `model` and `version` labels that Triton's own metrics carry (Triton 2.51 does not add them to custom metrics
-itself). Each step's series are in its folder: preprocess/admission_metrics.py, engine/answer_metrics.py,
+itself). `Refusals` is every step's count of the requests it answered with an error before doing its work. Each
+step's other series are in its folder: preprocess/admission_metrics.py, engine/answer_metrics.py,
 calibrate/monitoring.py.
 """
 
@@ -41,3 +42,17 @@ class StepMetrics:
         `Metric::SaveToSharedMemory` (Triton 2.51) on every unload."""
         vars(self).clear()  # the families and their Metric objects: the last references, so deleted here
 
+
+class Refusals(StepMetrics):
+    """`reranker_rejected_requests_total{model, version, reason}`: one count per request a step refused, by the
+    error's `reason` (python_backends/errors.py; "internal" for any other failure). Triton 2.51 counts such a
+    request as a success of the step and only the public model's failures show it, without the reason."""
+
+    def __init__(self, pb_utils: Any, labels: dict[str, str], reasons: tuple[str, ...]) -> None:
+        super().__init__(pb_utils, labels)
+        # the same description in every step: Triton serves one family of this name for all of them
+        family = self.family("reranker_rejected_requests_total", "Requests a step refused, by reason", "COUNTER")
+        self._by_reason = {reason: family.Metric(labels={**labels, "reason": reason}) for reason in (*reasons, "internal")}
+
+    def count(self, exc: BaseException) -> None:
+        self._by_reason[getattr(exc, "reason", "internal")].increment(1)

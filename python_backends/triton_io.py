@@ -43,10 +43,13 @@ def error_response(pb_utils: Any, exc: Exception) -> Any:
     )
 
 
-def respond(pb_utils: Any, handler: Callable[[Any], dict[str, np.ndarray]], request: Any) -> Any:
-    """Run `handler(request) -> {output name: array}`; any exception becomes this request's error only."""
+def respond(pb_utils: Any, handler: Callable[[Any], dict[str, np.ndarray]], request: Any,
+            refused: Callable[[Exception], None] = lambda exc: None) -> Any:
+    """Run `handler(request) -> {output name: array}`; any exception becomes this request's error only, reported
+    to `refused` (the step's prometheus.Refusals.count)."""
     try:
         outputs = handler(request)
     except Exception as exc:  # noqa: BLE001 - one request's failure must not take the batch down
+        refused(exc)
         return error_response(pb_utils, exc)
     return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, array) for name, array in outputs.items()])

@@ -36,6 +36,8 @@ HEALTH_POLL_S = 1.0  # how often the watchdog looks for a dead engine when no re
 class EngineDead(RuntimeError):
     """vLLM's engine core has died; every request now fails until the model is loaded again."""
 
+    reason = "engine_dead"  # its label in reranker_rejected_requests_total when it refuses a request
+
 
 class InflightBudget:
     """Tokens handed to vLLM and not yet answered. A request larger than the whole budget runs alone."""

@@ -4,6 +4,7 @@ requests Triton batches with it still get their right answers."""
 
 from __future__ import annotations
 
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -73,6 +74,16 @@ CASES += [("rerank_calibrate", name, tensors) for name, tensors in CALIBRATE_CAS
 CASES += [("rerank_preprocess", name, tensors) for name, tensors in PREPROCESS_CASES.items()]
 
 
+def _refused_invalid(server, model: str) -> float:
+    """The step's own count of requests it refused as invalid (0 before the first)."""
+    with urllib.request.urlopen(f"http://{server.metrics_url}/metrics") as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("reranker_rejected_requests_total{") and f'model="{model}"' in line \
+                    and 'reason="invalid"' in line:
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def _direct(url: str, model: str, tensors: dict[str, np.ndarray]) -> str:
     client = grpc_client.InferenceServerClient(url)
     try:
@@ -96,7 +107,10 @@ def _public(url: str) -> bool:
 
 @pytest.mark.parametrize("model,case,tensors", CASES, ids=[f"{m}: {c}" for m, c, _ in CASES])
 def test_malformed_direct_call_fails_alone_and_batched_public_requests_succeed(server, model, case, tensors):
+    """The malformed request fails alone (INVALID_ARGUMENT), its public neighbours are answered right, and the step
+    counts each refusal once, as invalid, in its own reranker_rejected_requests_total."""
     before = model_stats(server, model)
+    refused_before = _refused_invalid(server, model)
     with ThreadPoolExecutor(max_workers=NEIGHBOURS + 1) as pool:
         for _ in range(ROUNDS):
             bad = pool.submit(_direct, server.grpc_url, model, tensors)
@@ -109,4 +123,5 @@ def test_malformed_direct_call_fails_alone_and_batched_public_requests_succeed(s
     # batches and not in others (CI saw 0 to 3 of the 3 bad calibrate requests counted).
     assert after["inference_count"] - before["inference_count"] >= ROUNDS * NEIGHBOURS
     assert after["execution_count"] - before["execution_count"] < ROUNDS * (NEIGHBOURS + 1)
+    assert _refused_invalid(server, model) - refused_before == ROUNDS
     assert server.is_alive()

@@ -127,13 +127,13 @@ async def _priced(url: str) -> list[tuple[str, float]]:
 def test_preprocess_refuses_work_past_its_batch_budget_at_once(server):
     """Admission counts work, not requests: requests that together exceed the preprocess
     batch_token_budget are refused with UNAVAILABLE before any tokenizing; the rest are answered right."""
-    refused_before = _metric(server, "reranker_rejected_requests_total", "overloaded")
+    refused_before = _metric(server, "reranker_rejected_requests_total", "work_budget")
     outcomes = asyncio.run(_priced(server.grpc_url))
     kinds = [kind for kind, _ in outcomes]
     print("work budget outcomes:", [(k, round(t, 2)) for k, t in outcomes])
     assert set(kinds) <= {"ok", "over budget"}, kinds
     assert kinds.count("ok") >= 1 and kinds.count("over budget") >= 1, kinds
-    assert _metric(server, "reranker_rejected_requests_total", "overloaded") - refused_before == kinds.count("over budget")
+    assert _metric(server, "reranker_rejected_requests_total", "work_budget") - refused_before == kinds.count("over budget")
 
 
 async def _tiny_behind_large(url: str) -> tuple[float, list[str]]:

@@ -1,5 +1,5 @@
 """The steps' shared Prometheus base (python_backends/prometheus.py), against a stand-in for pb_utils' metric API:
-every series released by `close` (what Triton's stub needs before its
+refusals counted once each by reason, and every series released by `close` (what Triton's stub needs before its
 interpreter shuts down)."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import numpy as np
 
 from python_backends.calibrate.monitoring import ScoreDriftMetrics
 from python_backends.calibrate.profiles import CalibrationProfile, PlattCalibrator
-from python_backends.prometheus import StepMetrics
+from python_backends.engine.runtime import EngineDead
+from python_backends.errors import InvalidRequest, Overloaded
+from python_backends.prometheus import Refusals, StepMetrics
 
 
 class Metric:
@@ -44,6 +46,18 @@ class MetricFamily:
 PB_UTILS = types.SimpleNamespace(MetricFamily=MetricFamily)
 LABELS = {"model": "rerank_engine", "version": "1"}
 PROFILE = CalibrationProfile(name="p", version="1", model="m", score_type="cosine", calibrator=PlattCalibrator(a=1.0, b=0.0))
+
+
+def _values(refusals: Refusals) -> dict[str, float]:
+    return {reason: metric.value for reason, metric in refusals._by_reason.items()}
+
+
+def test_each_refusal_is_counted_once_under_its_reason():
+    refusals = Refusals(PB_UTILS, LABELS, ("invalid", "work_budget", "engine_dead"))
+    for exc in (InvalidRequest("bad"), InvalidRequest("bad"), Overloaded("busy"), EngineDead("gone"), KeyError("x")):
+        refusals.count(exc)
+    assert _values(refusals) == {"invalid": 2.0, "work_budget": 1.0, "engine_dead": 1.0, "internal": 1.0}
+    assert [m.labels for m in refusals._by_reason.values()][0] == {**LABELS, "reason": "invalid"}
 
 
 def test_close_releases_every_family():

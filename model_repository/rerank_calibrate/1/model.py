@@ -8,7 +8,7 @@ import triton_python_backend_utils as pb_utils
 from python_backends.calibrate.monitoring import CalibrationMetrics, ScoreDriftMetrics
 from python_backends.calibrate.settings import CalibrateSettings
 from python_backends.calibrate.step import ProfileStore, calibrate, validated_inputs
-from python_backends.prometheus import model_labels
+from python_backends.prometheus import Refusals, model_labels
 from python_backends.triton_io import input_array, required_array, respond
 from python_backends.triton_params import ModelParameters
 
@@ -22,15 +22,17 @@ class TritonPythonModel:
         self.metrics = CalibrationMetrics(pb_utils, labels)
         self.metrics.in_use(self.profiles.profile.tag)
         self.drift = ScoreDriftMetrics(pb_utils, labels, self.settings.score_type, self.settings.drift_window)
+        self.refusals = Refusals(pb_utils, labels, ("invalid",))
 
     def execute(self, requests: list) -> list:
         profile = self.profiles.current()  # one profile for the whole batch, even during a swap
         self.metrics.in_use(profile.tag)
-        return [respond(pb_utils, lambda r: self._handle(profile, r), request) for request in requests]
+        return [respond(pb_utils, lambda r: self._handle(profile, r), request, self.refusals.count) for request in requests]
 
     def finalize(self) -> None:
         self.drift.close()
         self.metrics.close()
+        self.refusals.close()
 
     def _handle(self, profile, request) -> dict[str, np.ndarray]:
         raw, top_n = validated_inputs(

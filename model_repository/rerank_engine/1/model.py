@@ -12,7 +12,7 @@ import triton_python_backend_utils as pb_utils
 
 from python_backends.engine import TENSORS, AsyncEngine, EngineDead, EngineSettings, ReplyThread, SequenceBatch
 from python_backends.engine.answer_metrics import EngineMetrics
-from python_backends.prometheus import model_labels
+from python_backends.prometheus import Refusals, model_labels
 from python_backends.triton_io import required_array
 from python_backends.triton_params import ModelParameters
 
@@ -26,6 +26,7 @@ class TritonPythonModel:
         on_gpu = args.get("model_instance_kind") == "GPU"
         self.engine = AsyncEngine(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None)
         self.metrics = EngineMetrics(pb_utils, model_labels(args))
+        self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "engine_dead"))
         self.replies = ReplyThread(pb_utils, "RAW_SCORES", self.metrics)
         self.engine.on_death(self._unload)
 
@@ -39,6 +40,7 @@ class TritonPythonModel:
                 batch = SequenceBatch.from_arrays(arrays, self.engine.limits)
                 future = self.engine.submit(batch, sender.is_cancelled)
             except Exception as exc:  # noqa: BLE001 - this request's answer (INVALID_ARG, UNAVAILABLE or INTERNAL)
+                self.refusals.count(exc)
                 self.replies.send_error(sender, exc)
                 continue
             self.replies.send_when_done(sender, future)
@@ -55,3 +57,4 @@ class TritonPythonModel:
         self.engine.close()
         self.replies.close()
         self.metrics.close()
+        self.refusals.close()

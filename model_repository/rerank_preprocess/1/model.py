@@ -7,7 +7,7 @@ from python_backends.preprocess.admission_metrics import PreprocessMetrics
 from python_backends.preprocess.request import RequestTensors
 from python_backends.preprocess.settings import PreprocessSettings
 from python_backends.preprocess.step import EngineInputs, Preprocessor, size_tokenizer_pool
-from python_backends.prometheus import model_labels
+from python_backends.prometheus import Refusals, model_labels
 from python_backends.triton_io import error_response, input_array, required_array
 
 
@@ -17,6 +17,7 @@ class TritonPythonModel:
         size_tokenizer_pool(settings.tokenizer_threads)  # before the first batch builds the pool
         self.preprocess = Preprocessor.from_settings(settings)
         self.metrics = PreprocessMetrics(pb_utils, model_labels(args))
+        self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "work_budget"))
 
     def execute(self, requests: list) -> list:
         raws = [self._raw(request) for request in requests]
@@ -25,12 +26,17 @@ class TritonPythonModel:
         responses = []
         for raw in raws:
             result = raw if isinstance(raw, Exception) else next(answers)
-            self.metrics.record(result)
-            responses.append(error_response(pb_utils, result) if isinstance(result, Exception) else self._response(result))
+            if isinstance(result, Exception):
+                self.refusals.count(result)
+                responses.append(error_response(pb_utils, result))
+            else:
+                self.metrics.record(result)
+                responses.append(self._response(result))
         return responses
 
     def finalize(self) -> None:
         self.metrics.close()
+        self.refusals.close()
 
     @staticmethod
     def _raw(request) -> RequestTensors | Exception:
