@@ -30,7 +30,8 @@ class QueryTooLongError(ValueError):
 
 
 class EmptyTextError(ValueError):
-    """A query or document that tokenizes to nothing but special tokens; `name` is its tensor name."""
+    """A query or document that tokenizes to nothing, or to special tokens other than the unknown one; `name` is its
+    tensor name."""
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
@@ -160,12 +161,15 @@ def _backend(model: str) -> Tokenizer:
 
 
 def _special_ids(tokenizer: Tokenizer) -> frozenset[int]:
-    return frozenset(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
+    """The special tokens that stand for no text ('[SEP]', '[PAD]'); the unknown token is left out: it stands for
+    text the vocabulary lacks (an emoji, a word over the tokenizer's length limit), which is scored like any other."""
+    unknown = tokenizer.token_to_id(getattr(tokenizer.model, "unk_token", None) or "")
+    return frozenset(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special and i != unknown)
 
 
 def check_not_empty(name: str, ids: list[int], specials: frozenset[int]) -> None:
-    """Text the tokenizer reduces to nothing (combining marks alone, stripped characters) or to special tokens only
-    ('[SEP]', unknown symbols) carries nothing to score."""
+    """Text the tokenizer's normalisation reduces to nothing (combining marks alone, stripped characters) or to
+    special tokens only ('[SEP]') carries nothing to score."""
     if all(token in specials for token in ids):
         raise EmptyTextError(name)
 

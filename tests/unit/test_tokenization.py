@@ -215,3 +215,33 @@ def test_windows_overlap_by_the_configured_tokens():
     assert windows == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7], [6, 7, 8, 9]]
     assert LongDocuments().fit_ids(list(range(10)), 4) == ([[0, 1, 2, 3]], True)
     assert LongDocuments(window_overlap=2).fit_ids([1, 2], 4) == ([[1, 2]], False)
+
+
+# --- text the vocabulary lacks -------------------------------------------------------------------------------
+
+UNKNOWN_ONLY = {"emoji": "🦜", "hex hash": "a3f9" * 26, "word over 100 characters": "x" * 101}
+
+
+@pytest.mark.parametrize("document", UNKNOWN_ONLY.values(), ids=UNKNOWN_ONLY.keys())
+def test_a_document_of_unknown_tokens_is_scored(minilm, document):
+    """A document the tokenizer maps to its unknown token only is encoded like any other (the unknown token is
+    text the vocabulary lacks, not an empty document); a document of special tokens only is still refused."""
+    limits = RequestLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_LEN)
+    pre = Preprocessor(make_encoder(BiEncoder, minilm, MAX_LEN), limits)
+    unknown = AutoTokenizer.from_pretrained(minilm).unk_token_id
+    out = pre(_bytes(QUERY), _bytes(SHORT_DOC, document))
+    assert out.documents == 2
+    assert out.sequence_documents.tolist() == [-1, 0, 1]  # the query, then one sequence per document
+    last = out.token_ids[-out.sequence_lengths[-1]:].tolist()
+    assert last == [101, unknown, 102]  # [CLS] [UNK] [SEP]
+    with pytest.raises(InvalidRequest, match=r"^DOCUMENTS\[1\] is empty"):
+        pre(_bytes(QUERY), _bytes(SHORT_DOC, "[SEP] [CLS]"))
+
+
+def test_text_only_private_use_characters_scored_where_the_tokenizer_keeps_them(tiny):
+    """XLM-R's tokenizer keeps private-use characters (as its unknown token): scored."""
+    limits = RequestLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_LEN)
+    pre = Preprocessor(CrossEncoderPairs(str(tiny["xlmr"]), MAX_LEN), limits)
+    out = pre(_bytes(QUERY), _bytes("\ue000\ue001"))
+    unknown = AutoTokenizer.from_pretrained(str(tiny["xlmr"])).unk_token_id
+    assert out.documents == 1 and unknown in out.token_ids.tolist()
