@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from _pytest.nodeid import NodeId  # pytest 9's node id (see pytest_collection_modifyitems)
 
-from tests.triton_server import RunningServer, start_server, stop_server
+from tests.support.triton_server import RunningServer, start_server, stop_server
 
 
 @pytest.fixture(scope="session")

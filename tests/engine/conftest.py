@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from python_backends.engine import AsyncEngine, EngineSettings
-from tests.tiny_models import session_models
+from tests.support.tiny_models import session_models
 
 # What config.pbtxt's `vllm_env` sets on a CPU machine: 1 GiB of KV cache, offline.
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}

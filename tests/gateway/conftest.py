@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.triton_server import ROOT, RunningServer, free_port
+from tests.support.ports import free_port
+from tests.support.triton_server import ROOT, RunningServer
 
 GATEWAY_START_TIMEOUT_S = 60.0
 SDK_LOCK = ROOT / "requirements" / "gateway-sdk.lock.txt"

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.triton_server import ROOT
+from tests.support.triton_server import ROOT
 
 from .sdk_scenarios import IRRELEVANT, OTHER, QUERY, RELEVANT
 

@@ -26,7 +26,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tests.support.ports import free_port  # noqa: E402 - after the repository root is on sys.path
 
 EXPECTED = Path(__file__).resolve().with_name("expected_cpu.json")
 VARIANT = "gpucheck"  # the config variant written into the copied repository (--model-config-name)
@@ -77,12 +78,6 @@ CASES = [
         "Paris is the capital of France. " * 40,
         "The capital city of France is Paris."]},
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def key_lines(log_path: Path, n: int = 12) -> str:

@@ -15,7 +15,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.triton_server import RunningServer
+from tests.support.triton_server import RunningServer
 
 pytestmark = pytest.mark.integration
 

@@ -22,10 +22,10 @@ from tritonclient.utils import InferenceServerException
 from python_backends.engine.orphan_guard import alive, children
 from reranker_client import RerankClient
 from reranker_client.healthcheck import check
-from tests.triton_server import (
+from tests.support.triton_server import (
     PROBE_DOCUMENTS, PROBE_QUERY, ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids,
-    wait_until,
 )
+from tests.support.waiting import wait_until
 
 # Run with nothing else on the machine (scripts/test.sh's second pass): a 1 s freeze outlives Triton's fixed 1 s stub
 # health wait more often when another test worker loads the 2-core machine.

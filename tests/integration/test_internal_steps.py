@@ -13,7 +13,8 @@ import tritonclient.grpc as grpc_client
 from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient
-from tests.triton_server import model_stats, stats_after
+from tests.support.tensors import text_row
+from tests.support.triton_server import model_stats, stats_after
 
 QUERY, RELEVANT, IRRELEVANT = "What is the capital of France?", "Paris is the capital of France.", "Bananas are yellow."
 NEIGHBOURS = 8
@@ -27,10 +28,6 @@ def _tensor(name: str, array: np.ndarray) -> grpc_client.InferInput:
     tensor = grpc_client.InferInput(name, list(array.shape), datatype)
     tensor.set_data_from_numpy(array)
     return tensor
-
-
-def _texts(*values: str) -> np.ndarray:
-    return np.array([[v.encode() for v in values]], dtype=object)
 
 
 def _i32(*values: int) -> np.ndarray:
@@ -63,11 +60,11 @@ CALIBRATE_CASES = {
     "more scores than max_documents": {"RAW_SCORES": np.zeros((1, 1025), dtype=np.float32)},
 }
 PREPROCESS_CASES = {
-    "NUL-only document": {"QUERY": _texts("q"), "DOCUMENTS": _texts("a", "\x00\x00")},
-    "zero-width query": {"QUERY": _texts("\u200b\u200c"), "DOCUMENTS": _texts("a")},
-    "special-token-only document": {"QUERY": _texts("q"), "DOCUMENTS": _texts("[SEP]")},
-    "MAX_TOKENS_PER_DOC zero": {"QUERY": _texts("q"), "DOCUMENTS": _texts("a"), "MAX_TOKENS_PER_DOC": _i32(0)},
-    "no documents": {"QUERY": _texts("q"), "DOCUMENTS": np.zeros((1, 0), dtype=object)},
+    "NUL-only document": {"QUERY": text_row("q"), "DOCUMENTS": text_row("a", "\x00\x00")},
+    "zero-width query": {"QUERY": text_row("\u200b\u200c"), "DOCUMENTS": text_row("a")},
+    "special-token-only document": {"QUERY": text_row("q"), "DOCUMENTS": text_row("[SEP]")},
+    "MAX_TOKENS_PER_DOC zero": {"QUERY": text_row("q"), "DOCUMENTS": text_row("a"), "MAX_TOKENS_PER_DOC": _i32(0)},
+    "no documents": {"QUERY": text_row("q"), "DOCUMENTS": np.zeros((1, 0), dtype=object)},
 }
 CASES = [("rerank_engine", name, tensors) for name, tensors in ENGINE_CASES.items()]
 CASES += [("rerank_calibrate", name, tensors) for name, tensors in CALIBRATE_CASES.items()]

@@ -20,7 +20,7 @@ from tritonclient.utils import InferenceServerException
 from python_backends.calibrate.profile_schema import dump_profile, load_profile
 from python_backends.calibrate.profiles import CalibrationProfile, PlattCalibrator
 from reranker_client import RerankClient
-from tests.triton_server import ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids
+from tests.support.triton_server import ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids
 
 PROFILE = Path("rerank_calibrate/profiles/all-minilm-l6-v2.json")
 

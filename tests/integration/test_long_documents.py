@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reranker_client import RerankClient
-from tests.triton_server import TEST_VARIANT, RunningServer, copy_repository, start_server, stop_server, stub_pids
+from tests.support.triton_server import TEST_VARIANT, RunningServer, copy_repository, start_server, stop_server, stub_pids
 
 QUERY = "What is the capital of France?"
 FILLER = "The committee reviewed the quarterly budget figures and scheduled another meeting. " * 40  # ~560 tokens

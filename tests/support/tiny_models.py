@@ -6,7 +6,7 @@ Each builder writes a folder that `transformers` and vLLM load like a hub checkp
 
 Sizes follow what vLLM's CPU attention backend accepts (head size >= 32): hidden 64, 2 heads of 32, 2 layers.
 
-    python -m tests.tiny_models /tmp/tiny   # writes /tmp/tiny/{bert,qwen3,xlmr}
+    python -m tests.support.tiny_models /tmp/tiny   # writes /tmp/tiny/{bert,qwen3,xlmr}
 """
 
 from __future__ import annotations

@@ -6,28 +6,21 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import time
-from collections.abc import Callable
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from reranker_client import RerankClient
+from tests.support.ports import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = float(os.environ.get("TRITON_START_TIMEOUT_S", "300"))
 
 
 # the config variant copy_repository writes for a test's changed parameters (tritonserver --model-config-name)
 TEST_VARIANT = "test"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -174,13 +167,3 @@ def stats_after(server: RunningServer, model: str, before: dict, inferences: int
         if stats["inference_count"] - before["inference_count"] >= inferences or time.monotonic() > deadline:
             return stats
         time.sleep(0.05)
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
-    """Whether `condition()` came true within `timeout_s` (asked once more at the end)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(poll_s)
-    return condition()
