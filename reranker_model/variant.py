@@ -25,7 +25,7 @@ STEPS = ("rerank_preprocess", "rerank_engine", "rerank_calibrate")
 GPU_ENGINE_ARGS = {"dtype": "bfloat16", "max_num_batched_tokens": 65536, "max_num_seqs": 256,
                    "gpu_memory_utilization": 0.85, "enforce_eager": False}
 GPU_PARAMETERS = {
-    "rerank_preprocess": {"batch_token_budget": "8388608", "tokenizer_threads": "6"},
+    "rerank_preprocess": {"batch_token_budget": "10485760", "tokenizer_threads": "6"},
     "rerank_engine": {"model_sha256": "{}", "max_inflight_tokens": "524288",
                       "vllm_env": json.dumps({"VLLM_NO_USAGE_STATS": "1"})},
 }

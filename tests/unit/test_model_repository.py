@@ -50,7 +50,7 @@ def engine_args(cfg: model_config_pb2.ModelConfig) -> dict:
     return json.loads(param(cfg, "engine_args"))
 
 
-@pytest.mark.parametrize("variant", ["config", "gpu", "gpu-bge-m3"])
+@pytest.mark.parametrize("variant", ["config", "gpu", "gpu-bge-m3", "gpu-fp8"])
 def test_preprocess_and_engine_name_the_same_model_and_length(variant):
     pre, engine = (read_config(config_path(variant, name, REPO)) for name in ("rerank_preprocess", "rerank_engine"))
     limits = RequestLimits.from_model_config(json_format.MessageToDict(pre, preserving_proto_field_name=True))
@@ -64,6 +64,17 @@ def test_the_qwen3_config_carries_the_engine_args_its_family_requires():
     args = engine_args(read_config(config_path("gpu", "rerank_engine", REPO)))
     assert args["model"] == "Qwen/Qwen3-Reranker-0.6B"
     assert {key: args.get(key) for key in Qwen3YesNo.engine_args} == dict(Qwen3YesNo.engine_args)
+
+
+def test_the_fp8_variant_is_the_gpu_variant_with_fp8_quantization():
+    """configs/gpu-fp8.pbtxt may differ from configs/gpu.pbtxt only in the engine's quantization (and comments)."""
+    for name in PYTHON_MODELS:
+        gpu, fp8 = (read_config(REPO / name / "configs" / f"{v}.pbtxt") for v in ("gpu", "gpu-fp8"))
+        if name == "rerank_engine":
+            assert engine_args(fp8) == {**engine_args(gpu), "quantization": "fp8"}
+            for cfg in (gpu, fp8):
+                cfg.parameters["engine_args"].string_value = ""
+        assert fp8 == gpu, name
 
 
 def test_embedded_default_weights_match_their_pinned_sha256():
