@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Triton perf_analyzer over the reference concurrency levels, with the shipped input data
-# (64 documents of ~500 words, top_n=10; loadtest/perf_analyzer/reranker_input.json).
+# Triton perf_analyzer over a list of concurrency levels, one CSV per level and a summary.
 #
 #   loadtest/perf_analyzer/run_perf_analyzer.sh OUTDIR [extra perf_analyzer args...]
+#   PRESET=cpu loadtest/perf_analyzer/run_perf_analyzer.sh OUTDIR
 #
-# Environment: PROTOCOL (grpc | http), TRITON_URL (localhost:8001 for grpc, localhost:8000
-# for http), RERANK_MODEL (reranker), CONCURRENCY ("1 8 32 64"), MEASUREMENT_INTERVAL_MS (10000),
-# MAX_TRIALS (5), STABILITY_PCT (20), INPUT_DATA (the shipped file), PERF_ANALYZER (perf_analyzer).
+# PRESET=gpu (the default): the reference load shape (loadtest/perf_analyzer/reranker_input.json: 64 documents of
+# ~500 words, top_n=10) at concurrency 1 8 32 64, 10 s time windows, stable within 20 %.
+# PRESET=cpu: sized for the CPU server on two cores, where one reference-shape request takes seconds and a time
+# window holds too few of them to be stable: reranker_input_cpu.json (8 documents of 50 words, top_n=3) at
+# concurrency 1 2, windows of 20 requests (count_windows), stable within 50 %, at most 10 windows per level.
+#
+# Environment (each overrides its preset): PROTOCOL (grpc | http), TRITON_URL (localhost:8001 for grpc,
+# localhost:8000 for http), RERANK_MODEL (reranker), CONCURRENCY, MEASUREMENT_INTERVAL_MS (time windows),
+# MEASUREMENT_REQUEST_COUNT (count windows), MAX_TRIALS, STABILITY_PCT, INPUT_DATA, PERF_ANALYZER (perf_analyzer).
 # Output: OUTDIR/perf_c<C>.csv and perf_c<C>.log per level, OUTDIR/perf_summary.csv (all levels).
 #
 # perf_analyzer comes from PyPI's tritonclient==2.51.0 wheel (the last line of wheels that
@@ -30,20 +36,27 @@ case "$protocol" in
   http) url=${TRITON_URL:-localhost:8000} ;;
   *) echo "PROTOCOL must be grpc or http" >&2; exit 2 ;;
 esac
+case "${PRESET:-gpu}" in
+  gpu) input=$here/reranker_input.json levels="1 8 32 64" trials=5 stability=20
+       windows=(--measurement-mode time_windows --measurement-interval "${MEASUREMENT_INTERVAL_MS:-10000}") ;;
+  cpu) input=$here/reranker_input_cpu.json levels="1 2" trials=10 stability=50
+       windows=(--measurement-mode count_windows --measurement-request-count "${MEASUREMENT_REQUEST_COUNT:-20}") ;;
+  *) echo "PRESET must be gpu or cpu" >&2; exit 2 ;;
+esac
 model=${RERANK_MODEL:-reranker}
-input=${INPUT_DATA:-$here/reranker_input.json}
+input=${INPUT_DATA:-$input}
 mkdir -p "$out"
 summary="$out/perf_summary.csv"
 rm -f "$summary"
 
 failed=0
-for c in ${CONCURRENCY:-1 8 32 64}; do
+for c in ${CONCURRENCY:-$levels}; do
   echo "== concurrency $c" >&2
   if "$pa" -m "$model" -u "$url" -i "$protocol" \
       --input-data "$input" -b 1 \
       --concurrency-range "$c:$c" \
-      --measurement-interval "${MEASUREMENT_INTERVAL_MS:-10000}" \
-      --max-trials "${MAX_TRIALS:-5}" --stability-percentage "${STABILITY_PCT:-20}" \
+      "${windows[@]}" \
+      --max-trials "${MAX_TRIALS:-$trials}" --stability-percentage "${STABILITY_PCT:-$stability}" \
       -f "$out/perf_c$c.csv" "$@" 2>&1 | tee "$out/perf_c$c.log" >&2 \
      && [ -s "$out/perf_c$c.csv" ]; then
     if [ ! -s "$summary" ]; then head -n 1 "$out/perf_c$c.csv" > "$summary"; fi
