@@ -17,9 +17,13 @@ TIMEOUT_S="${START_TIMEOUT_S:-300}"
 START=$SECONDS
 step() { echo "[quickstart $(printf '%3d' $((SECONDS - START))) s] $*"; }
 ready() { curl -sf "$HTTP/v2/health/ready" >/dev/null 2>&1; }
-stop_cmd() { echo "${RUN_DIR:+RUN_DIR=$RUN_DIR }$ROOT/scripts/stop_server.sh"; }
-give_up() {  # the server did not come up: say why, show its log, leave nothing running
+stop_cmd() {  # the command that stops it, with RUN_DIR when it is not the default
+  if [ "$RUN_DIR" = "$ROOT/build" ]; then echo "scripts/stop_server.sh"; else echo "RUN_DIR=$RUN_DIR scripts/stop_server.sh"; fi
+}
+give_up() {  # the server did not come up: say why, show its errors and the end of its log, leave nothing running
   step "FAILED: $1"
+  echo "---- error lines of $LOG (the two CUDA ones are expected without a GPU: README) ----"
+  grep -E "^E[0-9]{4} |^error: " "$LOG" || true
   echo "---- last 40 lines of $LOG ----"
   tail -n 40 "$LOG"
   echo "----"
@@ -33,32 +37,37 @@ mkdir -p "$RUN_DIR"
 if ready; then
   step "a server already answers on $HTTP: using it"
 else
-  step "starting tritonserver (HTTP $HTTP, gRPC $GRPC, log $LOG)"
+  step "starting tritonserver (HTTP $HTTP, gRPC $GRPC, log ${LOG#"$ROOT"/})"
   setsid "$ROOT/scripts/start_server.sh" > "$LOG" 2>&1 < /dev/null &
   pid=$!
   echo "$pid" > "$PID_FILE"
-  step "waiting until it is ready (loads rerank_preprocess, rerank_engine with vLLM, rerank_calibrate; up to ${TIMEOUT_S} s)"
+  step "  pid $pid; waiting until it is ready (loads rerank_preprocess, rerank_engine with vLLM, rerank_calibrate; up to ${TIMEOUT_S} s)"
   deadline=$((SECONDS + TIMEOUT_S))
   shown=0
+  show_loaded() {  # a line per model the log reports loaded since the last call
+    mapfile -t loaded < <(grep -o "successfully loaded '[a-z_]*'" "$LOG" || true)
+    while [ "$shown" -lt "${#loaded[@]}" ]; do step "  ${loaded[$shown]}"; shown=$((shown + 1)); done
+  }
   until ready; do
     kill -0 "$pid" 2>/dev/null || give_up "tritonserver exited before it was ready"
     [ "$SECONDS" -lt "$deadline" ] || give_up "tritonserver not ready after ${TIMEOUT_S} s (START_TIMEOUT_S)"
-    # a line per model as the log reports it loaded, and one every 15 s while vLLM starts
-    mapfile -t loaded < <(grep -o "successfully loaded '[a-z_]*'" "$LOG" || true)
-    while [ "$shown" -lt "${#loaded[@]}" ]; do step "  ${loaded[$shown]}"; shown=$((shown + 1)); done
-    [ $(((SECONDS - START) % 15)) -ne 0 ] || step "  loading ..."
+    show_loaded
+    [ $(((SECONDS - START) % 15)) -ne 0 ] || step "  loading ..."  # a sign of life while vLLM starts
     sleep 1
   done
+  show_loaded
   step "tritonserver is ready"
 fi
 
 step "one rerank request over gRPC (examples/rerank_grpc.py)"
 "$VENV/bin/python" "$ROOT/examples/rerank_grpc.py" "$GRPC"
-cat <<EOF
-[quickstart $(printf '%3d' $((SECONDS - START))) s] done. The server keeps running:
-  HTTP     http://$HTTP   (KServe v2: /v2/health/ready, /v2/models/reranker/infer)
-  gRPC     $GRPC
-  metrics  http://localhost:${METRICS_PORT:-8002}/metrics
-  log      $LOG
-  stop     $(stop_cmd)
-EOF
+step "done. The server keeps running:"
+echo "  HTTP     http://$HTTP   (KServe v2: /v2/health/ready, /v2/models/reranker/infer)"
+echo "  gRPC     $GRPC"
+echo "  metrics  http://localhost:${METRICS_PORT:-8002}/metrics"
+if kill -0 "$(cat "$PID_FILE" 2>/dev/null || echo none)" 2>/dev/null; then
+  echo "  log      ${LOG#"$ROOT"/}"
+  echo "  stop     $(stop_cmd)"
+else
+  echo "  log, stop: not started from $RUN_DIR; those of whatever started it"
+fi

@@ -1,0 +1,106 @@
+"""scripts/quickstart.sh and scripts/stop_server.sh as a new user meets them: the quickstart fails with exit 1, the
+reason and the end of the server's log when the server exits (a broken model configuration) or is not ready in
+time, and leaves no process behind; against a server that is up it answers the example request and ends with the
+ports, the log and the stop command; stop_server.sh says what it did.
+
+The failing starts stay short: the broken model is rerank_engine, so no vLLM engine starts; the timeout is 5 s."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+from pathlib import Path
+
+from tests.support.ports import free_port
+from tests.support.triton_server import RunningServer
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "scripts" / "quickstart.sh"
+STOP = REPO / "scripts" / "stop_server.sh"
+
+
+def run_quickstart(run_dir: Path, timeout_s: float, **env: str) -> subprocess.CompletedProcess:
+    ports = {"HTTP_PORT": str(free_port()), "GRPC_PORT": str(free_port()), "METRICS_PORT": str(free_port())}
+    return subprocess.run(
+        ["bash", str(QUICKSTART)], capture_output=True, text=True, timeout=timeout_s,
+        env={**os.environ, **ports, "RUN_DIR": str(run_dir), "TRITON_ADMIN_KEY": "test", **env},
+    )
+
+
+def process_group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def started_pid(output: str) -> int:
+    """The server's pid (its process group), as the quickstart reports it."""
+    match = re.search(r"\] +pid (\d+); waiting until it is ready", output)
+    assert match, output
+    return int(match.group(1))
+
+
+def test_quickstart_fails_with_the_log_when_the_model_configs_are_broken(tmp_path):
+    """Every step's config.pbtxt is broken, so no model loads and the server exits at once."""
+    repository = tmp_path / "model_repository"
+    subprocess.run(["cp", "-r", str(REPO / "model_repository"), str(repository)], check=True)
+    for config in repository.glob("*/config.pbtxt"):
+        config.write_text("this is not a model configuration\n")
+    proc = run_quickstart(tmp_path / "run", 180, MODEL_REPOSITORY=str(repository))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    log = tmp_path / "run" / "server.log"
+    assert "FAILED: tritonserver exited before it was ready" in proc.stdout, proc.stdout
+    errors, tail = proc.stdout.split(f"---- error lines of {log}", 1)[1].split(f"---- last 40 lines of {log} ----\n")
+    assert (f"\"Poll failed for model directory 'rerank_engine': failed to read text proto from "
+            f"{repository / 'rerank_engine' / 'config.pbtxt'}\"") in errors, errors
+    assert "error: creating server: Internal - failed to load all models" in errors
+    assert tail.endswith("error: creating server: Internal - failed to load all models\n----\n"), tail
+    assert not process_group_alive(started_pid(proc.stdout))
+    assert not (tmp_path / "run" / "server.pid").exists()
+    assert "calibration profile" not in proc.stdout  # the example never ran
+
+
+def test_quickstart_fails_when_the_server_is_not_ready_in_time_and_stops_it(tmp_path):
+    proc = run_quickstart(tmp_path / "run", 120, START_TIMEOUT_S="5")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAILED: tritonserver not ready after 5 s (START_TIMEOUT_S)" in proc.stdout, proc.stdout
+    assert f"---- last 40 lines of {tmp_path / 'run' / 'server.log'} ----" in proc.stdout
+    assert not process_group_alive(started_pid(proc.stdout))
+    assert not (tmp_path / "run" / "server.pid").exists()
+
+
+def test_quickstart_against_a_running_server_answers_and_says_where_everything_is(server: RunningServer, tmp_path):
+    http_port, grpc_port = server.http_url.rsplit(":", 1)[1], server.grpc_url.rsplit(":", 1)[1]
+    metrics_port = server.metrics_url.rsplit(":", 1)[1]
+    proc = run_quickstart(tmp_path, 120, HTTP_PORT=http_port, GRPC_PORT=grpc_port, METRICS_PORT=metrics_port)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"a server already answers on localhost:{http_port}: using it" in proc.stdout
+    ranking = re.findall(r"^  #(\d)  score=", proc.stdout, re.MULTILINE)
+    assert ranking == ["1", "2"], proc.stdout  # Paris first, then France's borders
+    summary = proc.stdout[proc.stdout.index("done. The server keeps running:"):]
+    assert f"  HTTP     http://localhost:{http_port}" in summary
+    assert f"  gRPC     localhost:{grpc_port}" in summary
+    assert f"  metrics  http://localhost:{metrics_port}/metrics" in summary
+    assert summary.endswith(f"  log, stop: not started from {tmp_path}; those of whatever started it\n"), summary
+
+
+def test_stop_server_says_when_there_is_nothing_to_stop(tmp_path):
+    proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True, env={**os.environ, "RUN_DIR": str(tmp_path)})
+    assert proc.returncode == 0
+    assert proc.stdout == f"stop_server: no {tmp_path / 'server.pid'}, so no server started by scripts/quickstart.sh to stop\n"
+
+
+def test_stop_server_stops_the_process_group_it_names(tmp_path):
+    """A stand-in process group (a shell and its child), so that the test starts no server. A thread reaps the
+    shell as soon as it exits, as init does for quickstart's server: a zombie would still count as the group."""
+    group = subprocess.Popen(["bash", "-c", "sleep 300 & wait"], start_new_session=True)
+    threading.Thread(target=group.wait, daemon=True).start()
+    (tmp_path / "server.pid").write_text(f"{group.pid}\n")
+    proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True, env={**os.environ, "RUN_DIR": str(tmp_path)})
+    assert proc.stdout == f"stop_server: stopping tritonserver (pid {group.pid}) ...\nstop_server: stopped\n"
+    assert not process_group_alive(group.pid)
+    assert not (tmp_path / "server.pid").exists()
