@@ -19,12 +19,18 @@ QUERY = "What is the capital of France?"
 DOCUMENTS = ("Bananas are a good source of potassium.", "Paris is the capital and largest city of France.")
 
 
-def check(url: str, protocol: str = "grpc", timeout_s: float = 10.0) -> str | None:
-    """None when the ensemble answers and ranks the obvious document first, else why not."""
+def check(url: str, protocol: str = "grpc", timeout_s: float = 10.0, busy_is_healthy: bool = False) -> str | None:
+    """None when the ensemble answers and ranks the obvious document first, else why not. With `busy_is_healthy`,
+    no answer within `timeout_s` (gRPC deadline) counts as healthy: a loaded server queues the check behind real
+    work, while a dead engine answers at once with an error (the readiness probe's use)."""
     client = RerankClient(url, protocol=protocol, max_retries=0, timeout_s=timeout_s)
     try:
         response = client.rerank(QUERY, list(DOCUMENTS))
-    except (InferenceServerException, OSError) as exc:
+    except InferenceServerException as exc:
+        if busy_is_healthy and "DEADLINE_EXCEEDED" in str(exc.status()):
+            return None
+        return f"rerank request failed: {exc}"
+    except OSError as exc:
         return f"rerank request failed: {exc}"
     finally:
         client.close()
@@ -38,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default="localhost:8001")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
     parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--busy-is-healthy", action="store_true",
+                        help="no answer within --timeout (gRPC) counts as healthy: only an error answer fails")
     args = parser.parse_args(argv)
-    problem = check(args.url, args.protocol, args.timeout)
+    problem = check(args.url, args.protocol, args.timeout, args.busy_is_healthy)
     if problem:
         print(f"unhealthy: {problem}", file=sys.stderr)
         return 1

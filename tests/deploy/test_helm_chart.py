@@ -252,14 +252,24 @@ def test_probes_see_a_dead_engine(helm):
     assert c["startupProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
     sp = c["startupProbe"]
     assert sp["periodSeconds"] * sp["failureThreshold"] >= 900, "download + vLLM start + compilation need minutes"
-    # the engine model's own readiness: not ready once its vLLM engine died
-    assert c["readinessProbe"]["httpGet"] == {"path": "/v2/models/rerank_engine/ready", "port": "http"}
-    # one real rerank through the ensemble, with the package installed in the image
+    # readiness: one real rerank through the ensemble, which a dead engine or a dead engine stub fails at once on
+    # every Triton version (2.51 keeps such a model READY); an answer still queued behind load counts as ready
+    ready = c["readinessProbe"]
+    assert ready["exec"]["command"] == [
+        "python3", "-m", "reranker_client.healthcheck", "--url", "localhost:8001", "--timeout", "2.5",
+        "--busy-is-healthy",
+    ]
+    # worst case from the engine's death: the last passing run started just before it, then failureThreshold
+    # failing runs one period apart, the last taking up to timeoutSeconds
+    assert ready["periodSeconds"] * ready["failureThreshold"] + ready["timeoutSeconds"] == 10
+    assert 2.5 + 1 <= ready["timeoutSeconds"], "the check's own deadline plus Python's start fit the probe's timeout"
+    # liveness: the same check without the busy allowance restarts a pod whose engine is dead or hung
     live = c["livenessProbe"]
     assert live["exec"]["command"] == [
         "python3", "-m", "reranker_client.healthcheck", "--url", "localhost:8001", "--timeout", "20",
     ]
     assert live["timeoutSeconds"] > 20
+    assert live["periodSeconds"] * live["failureThreshold"] + live["timeoutSeconds"] == 70
 
 
 CONTROL_APIS = "model-repository,shared-memory,trace,logging:admin-key=$(TRITON_ADMIN_KEY)"
@@ -537,7 +547,8 @@ BAD_VALUES = {
     "bundle without image": {"modelRepository": {"source": "initContainer"}, "bundle": {"image": {"repository": ""}}},
     "unknown top-level key": {"gpus": 2},
     "gpu set by hand": {"resources": {"limits": {"nvidia.com/gpu": 2}}},
-    "readiness elsewhere": {"probes": {"readiness": {"path": "/healthz"}}},
+    "readiness by path": {"probes": {"readiness": {"path": "/v2/models/rerank_engine/ready"}}},
+    "readiness without command": {"probes": {"readiness": {"command": []}}},
     "liveness without command": {"probes": {"liveness": {"command": []}}},
     "hpa without metric": {"autoscaling": {"queueTime": {"enabled": False}, "cpu": {"enabled": False}}},
     "model repository flag twice": {"server": {"extraArgs": ["--model-repository=/elsewhere"]}},
