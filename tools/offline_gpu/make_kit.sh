@@ -248,9 +248,9 @@ if [ -n "$KIT_SPLIT" ]; then
     fi
   done
 fi
-for d in "$KIT" "$COMMON"; do (cd "$d" && sha256sum *.tar.xz* > SHA256SUMS); done
-kit_bytes=$(cat "$KIT"/*.tar.xz* | wc -c)
-common_bytes=$(cat "$COMMON"/*.tar.xz* | wc -c)
+for d in "$KIT" "$COMMON"; do if ls "$d"/*.tar.xz* >/dev/null 2>&1; then (cd "$d" && sha256sum *.tar.xz* > SHA256SUMS); fi; done
+kit_bytes=$(cat "$KIT"/*.tar.xz* 2>/dev/null | wc -c || true)
+common_bytes=$(cat "$COMMON"/*.tar.xz* 2>/dev/null | wc -c || true)
 echo "make_kit: $KIT $kit_bytes B, $COMMON $common_bytes B: copy both to the GPU host beside the repository"
 # shellcheck disable=SC2086
 [ -z "$PARTS" ] || (cd "$WORK" && du -sh $PARTS)
