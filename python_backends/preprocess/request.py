@@ -99,16 +99,35 @@ def _single_int(name: str, array: np.ndarray) -> int:
     return int(row[0])
 
 
-def parse_request(tensors: RequestTensors, limits: RequestLimits, takes_instruction: bool) -> RerankRequest:
-    """Validate and decode, in the tensor contract's order (QUERY, DOCUMENTS, INSTRUCTION, TOP_N,
-    MAX_TOKENS_PER_DOC); arrays are the BYTES/INT32 numpy arrays Triton hands the Python backend."""
-    query_text = _single_text("QUERY", tensors.query, limits.max_query_bytes)
+def document_sizes(tensors: RequestTensors, limits: RequestLimits) -> list[int]:
+    """Each document's UTF-8 byte length, checked against the limits without decoding (Triton hands BYTES tensors
+    over as numpy object arrays of `bytes`, whose lengths are known)."""
     doc_row = _one_row("DOCUMENTS", tensors.documents)
     if doc_row.shape[0] == 0:
         raise InvalidRequest("DOCUMENTS is empty: send at least one document")
     if doc_row.shape[0] > limits.max_documents:
         raise InvalidRequest(f"DOCUMENTS holds {doc_row.shape[0]} documents, more than max_documents={limits.max_documents}")
-    docs = [_text(f"DOCUMENTS[{i}]", value, limits.max_document_bytes) for i, value in enumerate(doc_row)]
+    sizes = [len(value) if isinstance(value, bytes) else len(str(value).encode()) for value in doc_row]
+    for index, size in enumerate(sizes):
+        if size > limits.max_document_bytes:
+            raise InvalidRequest(f"DOCUMENTS[{index}] is {size} bytes, more than the limit of {limits.max_document_bytes}")
+    return sizes
+
+
+def request_cap(tensors: RequestTensors) -> int | None:
+    """MAX_TOKENS_PER_DOC, checked (None: not sent)."""
+    cap = None if tensors.max_tokens_per_doc is None else _single_int("MAX_TOKENS_PER_DOC", tensors.max_tokens_per_doc)
+    if cap is not None and cap < 1:
+        raise InvalidRequest(f"MAX_TOKENS_PER_DOC must be at least 1, got {cap}")
+    return cap
+
+
+def parse_request(tensors: RequestTensors, limits: RequestLimits, takes_instruction: bool) -> RerankRequest:
+    """Validate and decode, in the tensor contract's order (QUERY, DOCUMENTS, INSTRUCTION, TOP_N,
+    MAX_TOKENS_PER_DOC); arrays are the BYTES/INT32 numpy arrays Triton hands the Python backend."""
+    query_text = _single_text("QUERY", tensors.query, limits.max_query_bytes)
+    document_sizes(tensors, limits)  # shape, count and byte lengths, as admission priced them
+    docs = [_text(f"DOCUMENTS[{i}]", value, limits.max_document_bytes) for i, value in enumerate(tensors.documents[0])]
 
     instruction_text = None
     if tensors.instruction is not None:
@@ -118,7 +137,4 @@ def parse_request(tensors: RequestTensors, limits: RequestLimits, takes_instruct
 
     top_n = None if tensors.top_n is None else _single_int("TOP_N", tensors.top_n)
     limit = ranking_length(top_n, len(docs))
-    cap = None if tensors.max_tokens_per_doc is None else _single_int("MAX_TOKENS_PER_DOC", tensors.max_tokens_per_doc)
-    if cap is not None and cap < 1:
-        raise InvalidRequest(f"MAX_TOKENS_PER_DOC must be at least 1, got {cap}")
-    return RerankRequest(query_text, docs, instruction_text, limit, cap)
+    return RerankRequest(query_text, docs, instruction_text, limit, request_cap(tensors))

@@ -1,9 +1,9 @@
 """The preprocess step: validated request in, flat token tensors for the engine out.
 
-A batch (what Triton queued for one `execute`) is admitted by work, not by count: each request's work is an upper
-bound on the document tokens it can make the tokenizer produce, known before any tokenizing, and requests past the
-batch's token budget are refused at once (`Overloaded`, UNAVAILABLE: retry later) instead of making every request
-behind them wait.
+Requests are admitted by work, not by count: each request's work is an upper bound on the document tokens it can
+make the tokenizer produce, priced from its documents' byte lengths before anything is decoded. Work admitted and
+not yet answered is counted across batches (`Admission`); a request past the budget is refused at once (`Overloaded`,
+UNAVAILABLE: retry later) instead of being decoded, held and made to wait behind the work already taken.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import ctypes
 import ctypes.util
 import itertools
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..contract import RequestLimits
 from ..errors import InvalidRequest, Overloaded
-from .request import RequestTensors, RerankRequest, empty_text_error, parse_request
+from .request import RequestTensors, RerankRequest, document_sizes, empty_text_error, parse_request, request_cap
 from .settings import PreprocessSettings
 from .tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, make_encoder
 
@@ -55,11 +56,36 @@ def size_tokenizer_pool(threads: int) -> None:
         os.environ["RAYON_NUM_THREADS"] = str(threads)
 
 
+class Admission:
+    """Document tokens admitted in this instance and not yet answered (across batches). A request is admitted while
+    the total stays within the budget; with nothing in flight one always is (its size is bounded by the request
+    limits), so what an instance holds is at most the budget plus one largest request."""
+
+    def __init__(self, budget: int | None) -> None:
+        self.budget = budget
+        self.spent = 0
+        self._lock = threading.Lock()
+
+    def take(self, cost: int) -> Overloaded | None:
+        with self._lock:
+            if self.spent and self.budget is not None and self.spent + cost > self.budget:
+                return Overloaded(
+                    f"preprocess is over its work budget ({self.spent} of {self.budget} document tokens in flight, "
+                    f"this request needs up to {cost}): retry later"
+                )
+            self.spent += cost
+            return None
+
+    def give_back(self, cost: int) -> None:
+        with self._lock:
+            self.spent -= cost
+
+
 class Preprocessor:
     def __init__(self, encoder: RequestEncoder, limits: RequestLimits, batch_token_budget: int | None = None) -> None:
         self.encoder = encoder
         self.limits = limits
-        self.batch_token_budget = batch_token_budget
+        self.admission = Admission(batch_token_budget)
 
     @classmethod
     def from_settings(cls, settings: PreprocessSettings) -> "Preprocessor":
@@ -71,11 +97,12 @@ class Preprocessor:
     def parse(self, tensors: RequestTensors) -> RerankRequest:
         return parse_request(tensors, self.limits, self.encoder.takes_instruction)
 
-    def work(self, request: RerankRequest) -> int:
-        """Upper bound on the document tokens this request can cost: a token covers at least one UTF-8 byte, and
-        no document is tokenized past its span."""
-        span = self.encoder.document_span(request.max_tokens_per_doc)
-        return sum(span if len(doc) >= span else min(span, len(doc.encode())) for doc in request.documents)
+    def price(self, tensors: RequestTensors) -> int:
+        """Upper bound on the document tokens this request can cost, from the documents' byte lengths alone (no
+        decoding): a token covers at least one UTF-8 byte, and no document is tokenized past its span."""
+        cap = request_cap(tensors)
+        span = self.encoder.document_span(cap)
+        return sum(min(span, size) for size in document_sizes(tensors, self.limits))
 
     def encode(self, request: RerankRequest) -> EngineInputs:
         try:
@@ -104,40 +131,42 @@ class Preprocessor:
         top_n: np.ndarray | None = None,
         max_tokens_per_doc: np.ndarray | None = None,
     ) -> EngineInputs:
-        """One request alone (no batch budget)."""
+        """One request alone (no admission)."""
         return self.encode(self.parse(RequestTensors(query, documents, instruction, top_n, max_tokens_per_doc)))
 
-    def run_batch(self, batch: list[RequestTensors]) -> list[EngineInputs | Exception]:
-        """Each request's engine inputs, or its own error. Requests are admitted in arrival order while the
-        batch's work stays within `batch_token_budget`; the first valid one always runs (its size is bounded by
-        the per-request limits), so one batch costs at most the budget plus one largest request."""
-        parsed: list[RerankRequest | Exception] = []
+    def admit(self, batch: list[RequestTensors | Exception]) -> list[int | Exception]:
+        """Each request's admitted work (give it to `run`), or its refusal: invalid sizes (InvalidRequest) or past
+        the work in flight (Overloaded). Priced from sizes only, so refusals cost microseconds, not decoding."""
+        decisions: list[int | Exception] = []
         for raw in batch:
-            try:
-                parsed.append(self.parse(raw))
-            except InvalidRequest as exc:
-                parsed.append(exc)
-        results: list[EngineInputs | Exception] = []
-        spent = 0
-        for request in parsed:
-            if isinstance(request, Exception):
-                results.append(request)
+            if isinstance(raw, Exception):
+                decisions.append(raw)
                 continue
-            cost = self.work(request)
-            if spent and self.batch_token_budget is not None and spent + cost > self.batch_token_budget:
-                results.append(Overloaded(
-                    f"preprocess is over its work budget ({spent} of {self.batch_token_budget} document tokens "
-                    f"in this batch, this request needs up to {cost}): retry later"
-                ))
-                continue
-            spent += cost
             try:
-                results.append(self.encode(request))
+                cost = self.price(raw)
             except InvalidRequest as exc:
-                results.append(exc)
-        if sum(_input_bytes(raw) for raw in batch) > TRIM_AFTER_BYTES:
-            release_memory()
-        return results
+                decisions.append(exc)
+                continue
+            decisions.append(self.admission.take(cost) or cost)
+        return decisions
+
+    def run(self, raw: RequestTensors, cost: int) -> EngineInputs | Exception:
+        """Decode and encode one admitted request, then give its work back; its refusal as the result."""
+        try:
+            return self.encode(self.parse(raw))
+        except InvalidRequest as exc:
+            return exc
+        finally:
+            self.admission.give_back(cost)
+            if _input_bytes(raw) > TRIM_AFTER_BYTES:
+                release_memory()
+
+    def run_batch(self, batch: list[RequestTensors]) -> list[EngineInputs | Exception]:
+        """A batch in arrival order, answered together: `admit`, then `run` each admitted request."""
+        decisions = self.admit(list(batch))
+        admitted = [(raw, cost) for raw, cost in zip(batch, decisions) if not isinstance(cost, Exception)]
+        answers = iter([self.run(raw, cost) for raw, cost in admitted])
+        return [cost if isinstance(cost, Exception) else next(answers) for cost in decisions]
 
 
 def _flat(sequences: list[list[int]]) -> np.ndarray:

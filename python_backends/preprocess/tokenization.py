@@ -114,16 +114,20 @@ class LongDocuments:
 
 
 class BoundedTokenizer:
-    """Tokenize texts only as far as `keep` tokens of each can be used.
+    """Tokenize texts only as far as `keep` tokens of each can be used, reading at most
+    `(keep + MARGIN) * MAX_CHARS_PER_TOKEN` characters of each.
 
     Each text is cut to `(keep + MARGIN) * CHARS_PER_TOKEN` characters and tokenized. The result stands when the
     text was whole or when it still gave more than `keep + MARGIN // 2` tokens: the kept tokens then end at least
     MARGIN // 2 tokens (whole words) before the cut, where the cut cannot change them. Otherwise (mostly
-    whitespace, very long words) the limit grows 4x and only those texts are tokenized again, so the cost stays
-    within a small multiple of the useful part and never exceeds tokenizing the whole text ~1.3 times.
+    whitespace, very long words) the limit grows 4x and only those texts are tokenized again, up to
+    MAX_CHARS_PER_TOKEN characters a token: text with fewer tokens than that (a 120-letter word is one unknown token)
+    is scored on its first characters (after leading blanks), so the time per admitted token stays bounded (tokenizing
+    costs by characters).
     """
 
     CHARS_PER_TOKEN = 6  # English averages ~4-5 characters a token (MiniLM, Qwen3): one cut serves most text
+    MAX_CHARS_PER_TOKEN = 24  # the last round's cut: 6 then 24 characters a token, ~30 x (keep + MARGIN) read in all
     MARGIN = 32
 
     def __init__(self, tokenizer: Tokenizer) -> None:
@@ -134,14 +138,16 @@ class BoundedTokenizer:
         than `keep` tokens, and its first `keep` tokens are those of the whole text."""
         results: list[Encoding | None] = [None] * len(texts)
         pending, limit = list(range(len(texts))), (keep + self.MARGIN) * self.CHARS_PER_TOKEN
+        last = (keep + self.MARGIN) * self.MAX_CHARS_PER_TOKEN
+        leading = [len(text) - len(text.lstrip()) for text in texts]  # blanks before the text count for nothing
         while pending:
-            cuts = [texts[i][:limit] for i in pending]
+            cuts = [texts[i][:leading[i] + limit] for i in pending]
             # _fast: no character offsets (nothing here reads them), ~20% less time than encode_batch
             encodings = self._tok.encode_batch_fast([head + cut for cut in cuts], add_special_tokens=False)
             retry = []
             for index, cut, encoding in zip(pending, cuts, encodings):
                 whole = len(cut) == len(texts[index])
-                if whole or len(encoding) - head_tokens > keep + self.MARGIN // 2:
+                if whole or limit >= last or len(encoding) - head_tokens > keep + self.MARGIN // 2:
                     results[index] = encoding
                 else:
                     retry.append(index)

@@ -152,14 +152,54 @@ def test_window_mode_encoder_scores_at_most_max_windows(paths):
 # --- admission by work -----------------------------------------------------------------------------------------------
 
 
-def test_work_is_an_upper_bound_known_before_tokenizing(paths):
+def test_work_is_an_upper_bound_known_from_byte_lengths(paths):
     pre = _pre(paths, "minilm")
     span = pre.encoder.document_span()
     assert span == 62
-    request = pre.parse(RequestTensors(text_row("q"), text_row("ab", "é" * 10, _prose(1000))))
-    assert pre.work(request) == 2 + 20 + span
-    capped = pre.parse(RequestTensors(text_row("q"), text_row(_prose(1000)), max_tokens_per_doc=_int(5)))
-    assert pre.work(capped) == 5
+    assert pre.price(RequestTensors(text_row("q"), text_row("ab", "é" * 10, _prose(1000)))) == 2 + 20 + span
+    assert pre.price(RequestTensors(text_row("q"), text_row(_prose(1000)), max_tokens_per_doc=_int(5))) == 5
+
+
+def test_refusals_are_priced_without_decoding(paths):
+    """Past the work in flight a request is refused as Overloaded before its text is read (invalid UTF-8 is not
+    seen); what is in flight is counted across batches until each admitted request is answered."""
+    pre = _pre(paths, "minilm", budget=100)
+    big = RequestTensors(text_row("q"), text_row(_prose(1000, 9)))
+    undecodable = RequestTensors(text_row("q"), np.array([[b"\xff" * 100]], dtype=object))
+    [cost] = pre.admit([big])
+    assert cost == 62
+    refused = pre.admit([undecodable, RequestTensors(text_row("q"), text_row("paris"))])
+    assert [type(r).__name__ for r in refused] == ["Overloaded", "int"]
+    assert str(refused[0]) == (
+        "preprocess is over its work budget (62 of 100 document tokens in flight, this request needs up to 62): "
+        "retry later"
+    )
+    assert type(pre.run(big, cost)).__name__ == "EngineInputs"
+    assert type(pre.run(RequestTensors(text_row("q"), text_row("paris")), refused[1])).__name__ == "EngineInputs"
+    assert pre.admission.spent == 0
+    [alone] = pre.admit([undecodable])  # nothing in flight: admitted, then refused as what it is
+    assert str(pre.run(undecodable, alone)) == "DOCUMENTS[0] is not valid UTF-8 (byte 0)"
+
+
+def test_a_document_over_the_byte_limit_is_refused_before_decoding(paths):
+    pre = _pre(paths, "minilm")
+    over = RequestTensors(text_row("q"), np.array([[b"a", b"\xff" * 65537]], dtype=object))
+    assert str(pre.admit([over])[0]) == "DOCUMENTS[1] is 65537 bytes, more than the limit of 65536"
+
+
+def test_text_with_few_tokens_per_character_is_read_only_to_the_character_cap(paths):
+    """120-letter words are one unknown token each: such a document is read to (keep + MARGIN) x
+    MAX_CHARS_PER_TOKEN characters, not whole, so tokenizing time per admitted token is bounded."""
+    tok = _backend(paths["minilm"])
+    text = ("a " + "\u00c9" * 120 + " ") * 300  # 36,900 characters, 2 tokens per 123
+    seen = []
+    bounded = BoundedTokenizer(tok)
+    original = tok.encode_batch_fast
+    bounded._tok = type("Spy", (), {"encode_batch_fast": lambda self, texts, **kw: seen.extend(map(len, texts)) or original(texts, **kw)})()
+    [encoding] = bounded.encode_batch([text], 254)
+    assert seen == [(254 + 32) * 6, (254 + 32) * 24]
+    assert encoding.ids == tok.encode(text[:(254 + 32) * 24], add_special_tokens=False).ids  # its first characters
+    assert len(encoding.ids) < 254
 
 
 def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
@@ -174,7 +214,7 @@ def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
     results = pre.run_batch(batch)
     assert [type(r).__name__ for r in results] == ["EngineInputs", "InvalidRequest", "Overloaded", "EngineInputs"]
     assert str(results[2]) == (
-        "preprocess is over its work budget (62 of 100 document tokens in this batch, this request needs up to 62): "
+        "preprocess is over its work budget (62 of 100 document tokens in flight, this request needs up to 62): "
         "retry later"
     )
     alone = pre.run_batch([RequestTensors(text_row("q"), text_row(*[big] * 5))])  # over budget alone: the first always runs
