@@ -43,30 +43,30 @@ PUNCTUATION = list(".,:;!?\"'()-<>/")
 
 
 @dataclass(frozen=True)
-class Qwen3Shape:
-    layers: int = 28
-    hidden: int = 1024
-    intermediate: int = 3072
-    heads: int = 16
-    kv_heads: int = 8
-    head_dim: int = 128
-    vocab: int = 151936
-    max_positions: int = 40960
+class ModelShape:
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    vocab: int
+    max_positions: int
 
 
 @dataclass(frozen=True)
-class XlmrShape:
-    layers: int = 24
-    hidden: int = 1024
-    intermediate: int = 4096
-    heads: int = 16
-    vocab: int = 250002
-    max_positions: int = 8194
+class Qwen3Shape(ModelShape):
+    """Qwen3 adds grouped-query attention: fewer key-value heads, and a head size of its own."""
+
+    kv_heads: int
+    head_dim: int
 
 
-QWEN3_TINY = Qwen3Shape(layers=2, hidden=64, intermediate=128, heads=2, kv_heads=1, head_dim=32, vocab=151936,
-                        max_positions=2048)
-XLMR_TINY = XlmrShape(layers=2, hidden=64, intermediate=128, heads=2, vocab=4096, max_positions=1026)
+# The sizes of the checkpoints the variants name: Qwen3-Reranker-0.6B and bge-reranker-v2-m3 (XLM-R large).
+QWEN3_FULL = Qwen3Shape(layers=28, hidden=1024, intermediate=3072, heads=16, vocab=151936, max_positions=40960,
+                        kv_heads=8, head_dim=128)
+XLMR_FULL = ModelShape(layers=24, hidden=1024, intermediate=4096, heads=16, vocab=250002, max_positions=8194)
+QWEN3_TINY = Qwen3Shape(layers=2, hidden=64, intermediate=128, heads=2, vocab=151936, max_positions=2048,
+                        kv_heads=1, head_dim=32)
+XLMR_TINY = ModelShape(layers=2, hidden=64, intermediate=128, heads=2, vocab=4096, max_positions=1026)
 
 
 def hub_id(kind: str) -> str:
@@ -153,7 +153,7 @@ def write_random_weights(model_cls, config, out: Path, seed: int, init_std: floa
     return {"parameters": n_params, "tensors": len(tensors)}
 
 
-def build_qwen3(out: Path, shape: Qwen3Shape = Qwen3Shape(), seed: int = 0, init_std: float = 0.02,
+def build_qwen3(out: Path, shape: Qwen3Shape = QWEN3_FULL, seed: int = 0, init_std: float = 0.02,
                 device: str = "cpu", max_len: int = 8192) -> dict:
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
@@ -178,7 +178,7 @@ def build_qwen3(out: Path, shape: Qwen3Shape = Qwen3Shape(), seed: int = 0, init
     return info
 
 
-def build_xlmr(out: Path, shape: XlmrShape = XlmrShape(), seed: int = 1, init_std: float = 0.02,
+def build_xlmr(out: Path, shape: ModelShape = XLMR_FULL, seed: int = 1, init_std: float = 0.02,
                device: str = "cpu", max_len: int = 8192) -> dict:
     from transformers import XLMRobertaConfig, XLMRobertaForSequenceClassification
 
@@ -205,11 +205,11 @@ def build(hf_home: Path, models: list[str], tiny: bool, device: str, init_std: f
     std = init_std if init_std is not None else (0.2 if tiny else 0.02)
     if "qwen3" in models:
         out = hf_cache.snapshot_dir(hf_home, hub_id("qwen3"))
-        report["models"]["qwen3"] = build_qwen3(out, QWEN3_TINY if tiny else Qwen3Shape(), seed, std, device,
+        report["models"]["qwen3"] = build_qwen3(out, QWEN3_TINY if tiny else QWEN3_FULL, seed, std, device,
                                                 max_len=2048 if tiny else 8192)
     if "xlmr" in models:
         out = hf_cache.snapshot_dir(hf_home, hub_id("xlmr"))
-        report["models"]["xlmr"] = build_xlmr(out, XLMR_TINY if tiny else XlmrShape(), seed + 1, std, device,
+        report["models"]["xlmr"] = build_xlmr(out, XLMR_TINY if tiny else XLMR_FULL, seed + 1, std, device,
                                               max_len=1024 if tiny else 8192)
     stamp = hf_home / "BUILD.json"  # models built earlier into the same cache stay listed
     earlier = json.loads(stamp.read_text())["models"] if stamp.is_file() else {}
