@@ -11,8 +11,8 @@ import numpy as np
 from python_backends.calibrate.profiles import CalibrationProfile
 
 from .bm25 import BM25
+from .metrics import Metrics, evaluate
 from .pair_scoring import LabelledPair, group_by_query
-from .selection import Metrics, evaluate
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,25 @@ def roc_auc(scores: ArrayLike, labels: ArrayLike) -> float:
 
 
 @dataclass(frozen=True)
+class Metrics:
+    """The calibration quality of one set of probabilities."""
+
+    ece: float
+    brier: float
+    log_loss: float
+    auc: float
+
+
+def evaluate(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> Metrics:
+    return Metrics(
+        ece=expected_calibration_error(probs, labels, n_bins),
+        brier=brier_score(probs, labels),
+        log_loss=log_loss(probs, labels),
+        auc=roc_auc(probs, labels),
+    )
+
+
+@dataclass(frozen=True)
 class OperatingPoint:
     """What keeping the pairs with score >= threshold gives; precision is NaN when none is kept."""
 

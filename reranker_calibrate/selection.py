@@ -20,14 +20,12 @@ from python_backends.calibrate.profiles import CALIBRATORS, CalibrationProfile, 
 
 from .fitting import CalibrationFitError, fit_calibrator
 from .metrics import (
+    Metrics,
     OperatingPoint,
-    brier_score,
-    expected_calibration_error,
-    log_loss,
+    evaluate,
     map_threshold_by_precision,
     map_threshold_by_quantile,
     operating_point,
-    roc_auc,
     threshold_for_precision,
     threshold_for_recall,
 )
@@ -46,23 +44,6 @@ def query_folds(queries: Sequence[str], n_folds: int) -> np.ndarray:
         raise ValueError("cross-validation needs at least 2 distinct queries and 2 folds")
     fold_of = {q: i % n_folds for i, q in enumerate(unique)}
     return np.array([fold_of[q] for q in queries], dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class Metrics:
-    ece: float
-    brier: float
-    log_loss: float
-    auc: float
-
-
-def evaluate(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> Metrics:
-    return Metrics(
-        ece=expected_calibration_error(probs, labels, n_bins),
-        brier=brier_score(probs, labels),
-        log_loss=log_loss(probs, labels),
-        auc=roc_auc(probs, labels),
-    )
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from reranker_calibrate.fitting import fit_calibrator
-from reranker_calibrate.selection import MethodResult, Metrics, choose_method, compare_methods, query_folds
+from reranker_calibrate.metrics import Metrics
+from reranker_calibrate.selection import MethodResult, choose_method, compare_methods, query_folds
 
 
 def _result(method, log_loss, note=None):
