@@ -12,21 +12,21 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from tritonclient.utils import InferenceServerException
-
 from python_backends.contract import RequestLimits
 
-from .merging import merge, rebase_error
-from .options import MODEL_NAME, ClientOptions
+from .merging import merge
+from .options import MODEL_NAME, ClientOptions, chunk_errors
 from .planning import Chunk, RerankPlan, plan_rerank
 from .results import RerankResponse
 from .retry import call_with_retry_async
-from .wire import ParsedResponse, parse_result, requested_outputs
+from .wire import ParsedResponse, parse_result
 
 
 class AsyncRerankClient(ClientOptions):
     """One aio tritonclient per instance (gRPC multiplexes its channel; HTTP keeps a connection pool); the
     requests of a split call run concurrently, at most `max_concurrency` at a time."""
+
+    asynchronous = True
 
     def __init__(
         self,
@@ -34,24 +34,15 @@ class AsyncRerankClient(ClientOptions):
         protocol: str = "grpc",
         model_name: str = MODEL_NAME,
         *,
-        max_documents_per_request: int | None = None,
-        max_concurrency: int = 4,
-        max_retries: int = 3,
-        backoff_s: float = 0.1,
-        max_backoff_s: float = 2.0,
-        timeout_s: float | None = None,
         channel_args: list[tuple[str, object]] | None = None,
+        **options: Any,
     ) -> None:
-        """`channel_args` (gRPC only) replace tritonclient's channel options as a whole (its message sizes and
-        keepalive among them)."""
-        super().__init__(
-            url, protocol, model_name, max_documents_per_request=max_documents_per_request,
-            max_concurrency=max_concurrency, max_retries=max_retries, backoff_s=backoff_s,
-            max_backoff_s=max_backoff_s, timeout_s=timeout_s, asynchronous=True,
-        )
+        """`options`: ClientOptions' keyword arguments. `channel_args` (gRPC only) replace tritonclient's channel
+        options as a whole (its message sizes and keepalive among them)."""
+        super().__init__(url, protocol, model_name, **options)
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-        if protocol == "http" and timeout_s is not None:
-            self.client = self.module.InferenceServerClient(url, conn_timeout=timeout_s)
+        if protocol == "http" and self.timeout_s is not None:
+            self.client = self.module.InferenceServerClient(url, conn_timeout=self.timeout_s)
         elif protocol == "grpc" and channel_args is not None:
             self.client = self.module.InferenceServerClient(url, channel_args=channel_args)
         else:
@@ -67,20 +58,14 @@ class AsyncRerankClient(ClientOptions):
         return self._limits
 
     async def _infer(self, plan: RerankPlan, chunk: Chunk, limit: asyncio.Semaphore) -> ParsedResponse:
-        inputs = plan.inputs(self.module, chunk)
-        outputs = requested_outputs(self.module, plan.split)
-        kwargs = {"client_timeout": self.timeout_s} if self.protocol == "grpc" and self.timeout_s else {}
+        inputs, outputs, kwargs = self._request(plan, chunk)
 
         async def once() -> Any:
             async with limit:
                 return await self.client.infer(self.model_name, inputs, outputs=outputs, **kwargs)
 
-        try:
+        with chunk_errors(plan, chunk):
             return parse_result(await call_with_retry_async(once, self.retry, self._sleep), plan.split)
-        except InferenceServerException as error:
-            if plan.split:
-                raise rebase_error(error, chunk.offset) from error
-            raise
 
     async def rerank(
         self,

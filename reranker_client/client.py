@@ -14,16 +14,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tritonclient.utils import InferenceServerException
-
 from python_backends.contract import RequestLimits
 
-from .merging import merge, rebase_error
-from .options import MODEL_NAME, ClientOptions
+from .merging import merge
+from .options import MODEL_NAME, ClientOptions, chunk_errors
 from .planning import Chunk, RerankPlan, plan_rerank
 from .results import RerankResponse
 from .retry import call_with_retry
-from .wire import ParsedResponse, parse_result, requested_outputs
+from .wire import ParsedResponse, parse_result
 
 
 class RerankClient(ClientOptions):
@@ -34,24 +32,11 @@ class RerankClient(ClientOptions):
     thread gets its own.
     """
 
-    def __init__(
-        self,
-        url: str,
-        protocol: str = "grpc",
-        model_name: str = MODEL_NAME,
-        *,
-        max_documents_per_request: int | None = None,
-        max_concurrency: int = 4,
-        max_retries: int = 3,
-        backoff_s: float = 0.1,
-        max_backoff_s: float = 2.0,
-        timeout_s: float | None = None,
-    ) -> None:
-        super().__init__(
-            url, protocol, model_name, max_documents_per_request=max_documents_per_request,
-            max_concurrency=max_concurrency, max_retries=max_retries, backoff_s=backoff_s,
-            max_backoff_s=max_backoff_s, timeout_s=timeout_s, asynchronous=False,
-        )
+    asynchronous = False
+
+    def __init__(self, url: str, protocol: str = "grpc", model_name: str = MODEL_NAME, **options: Any) -> None:
+        """`options`: ClientOptions' keyword arguments."""
+        super().__init__(url, protocol, model_name, **options)
         self._sleep: Callable[[float], None] = time.sleep
         self._lock = threading.Lock()
         self._thread_clients = threading.local()
@@ -85,19 +70,13 @@ class RerankClient(ClientOptions):
         return self._limits
 
     def _infer(self, plan: RerankPlan, chunk: Chunk, pooled: bool = False) -> ParsedResponse:
-        inputs = plan.inputs(self.module, chunk)
-        outputs = requested_outputs(self.module, plan.split)
-        kwargs = {"client_timeout": self.timeout_s} if self.protocol == "grpc" and self.timeout_s else {}
+        inputs, outputs, kwargs = self._request(plan, chunk)
 
         def once() -> Any:
             return self._client_for(pooled).infer(self.model_name, inputs, outputs=outputs, **kwargs)
 
-        try:
+        with chunk_errors(plan, chunk):
             return parse_result(call_with_retry(once, self.retry, self._sleep), plan.split)
-        except InferenceServerException as error:
-            if plan.split:
-                raise rebase_error(error, chunk.offset) from error
-            raise
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
