@@ -5,7 +5,9 @@ that need a server of their own (faults, lifecycle, long-document windows, overl
 
 scripts/test.sh runs the tests on two pytest-xdist workers with `--dist loadfile`: each file's tests run in order
 on one worker, so a module's own server or engine is started once and its tests run in the order written
-(test_lifecycle.py's last test ends its server), and each worker that runs a file using `server` starts its own."""
+(test_lifecycle.py's last test ends its server), and each worker that runs a file using `server` starts its own.
+
+Every run ends by checking that it left no shared-memory files behind (tests/support/shared_memory.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.shared_memory import LEDGER
 from tests.support.triton_server import RunningServer, start_server, stop_server
 
 
@@ -22,3 +25,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     yield running
     stop_server(running)
 
+
+@pytest.fixture(scope="session", autouse=True)
+def no_shared_memory_left_behind() -> Iterator[None]:
+    """Fails the run (an error at the last test's teardown) when a process it started left a Triton region, a vLLM
+    segment or a semaphore in /dev/shm that nobody holds any more; the files are removed either way."""
+    LEDGER.start()
+    yield
+    LEDGER.stop()
+    left = LEDGER.remove_left_behind()
+    assert not left, f"the run's processes left {len(left)} shared-memory files in /dev/shm (removed now): {left}"

@@ -9,11 +9,12 @@ import signal
 import subprocess
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reranker_client import RerankClient
 from tests.support.ports import free_port
+from tests.support.shared_memory import LEDGER
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = float(os.environ.get("TRITON_START_TIMEOUT_S", "300"))
@@ -31,6 +32,7 @@ class RunningServer:
     log_path: Path
     process: subprocess.Popen
     admin_key: str  # of the restricted control APIs (model repository, shared memory, trace, logging)
+    left_behind: list[str] = field(default_factory=list)  # /dev/shm files its group left, removed by stop_server
 
     def url(self, protocol: str) -> str:
         return self.grpc_url if protocol == "grpc" else self.http_url
@@ -83,7 +85,10 @@ def start_server(log_path: Path, model_repository: Path | None = None, extra_arg
 def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
     """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs. Whatever of the
     group outlives the server is killed too: the vLLM EngineCore and Worker processes of a stub that was killed
-    (the fault tests) or of a server that aborted are orphaned, ~1 GB each, and piled up run after run."""
+    (the fault tests) or of a server that aborted are orphaned, ~1 GB each, and piled up run after run. Then the
+    shared-memory files the group held and left behind (a killed stub's region, vLLM's segments of an engine that
+    died by a signal) are removed and listed in `server.left_behind`."""
+    LEDGER.sample()  # what the group holds right now, e.g. the region of an engine reloaded a moment ago
     if server.is_alive():
         os.killpg(server.process.pid, signal.SIGTERM)
         try:
@@ -95,6 +100,7 @@ def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
     except ProcessLookupError:
         pass  # nothing was left
     server.process.wait()
+    server.left_behind = LEDGER.remove_left_behind(group=server.process.pid)
     return server.process.returncode
 
 
