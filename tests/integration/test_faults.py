@@ -33,6 +33,7 @@ pytestmark = pytest.mark.alone
 # how Triton 2.51 ends when a frozen stub resumes after failing its health check (boost lock_exception -> abort; or
 # a segfault)
 ENDING_SIGNALS = (-signal.SIGABRT, -signal.SIGSEGV)
+NOT_HEALTHY = "Stub process 'rerank_engine_0_0' is not healthy"  # Triton's error for a dead or frozen engine stub
 
 
 class Servers:
@@ -143,7 +144,7 @@ def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     with pytest.raises(InferenceServerException) as raised:
         probe_ranking(own_server)
     assert time.monotonic() - started < 10
-    assert "Stub process 'rerank_engine_0_0' is not healthy" in raised.value.message()
+    assert NOT_HEALTHY in raised.value.message()
     assert own_server.is_alive()
     # Triton still calls the model READY; the deep health check does not.
     assert check(own_server.grpc_url) is not None and "not healthy" in check(own_server.grpc_url)
@@ -185,9 +186,17 @@ def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_ser
     problem = check(own_server.grpc_url) if own_server.is_alive() else "it has ended"
     if problem is None:
         assert probe_ranking(own_server) == [1, 0]
-    elif "Stub process 'rerank_engine_0_0' is not healthy" not in problem:
-        # ended, or ending: the abort can come seconds after the freeze
-        assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, problem
+        return
+    if NOT_HEALTHY in problem:  # alive with the engine marked unhealthy: requests fail at once, naming it
+        started = time.monotonic()
+        with pytest.raises(InferenceServerException) as raised:
+            probe_ranking(own_server)
+        assert time.monotonic() - started < 10
+        if own_server.is_alive():
+            assert NOT_HEALTHY in raised.value.message()
+            return
+    # ended, or ending: the abort can come seconds after the freeze
+    assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, problem
 
 
 IN_FLIGHT = 6  # half over HTTP, half over gRPC
