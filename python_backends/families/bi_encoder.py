@@ -25,8 +25,7 @@ class BiEncoderTexts(EncoderBase):
         if len(query_enc.ids) > budget:
             raise query_budget_error(len(query_enc.ids), budget)
         ids, owners, truncated = [self._tok.post_process(query_enc, add_special_tokens=True).ids], [-1], 0
-        for index, doc_enc in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
-            pieces, cut = self._long.fit(doc_enc, budget, max_tokens_per_doc)
+        for index, (pieces, cut) in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
             truncated += cut
             for piece in pieces:
                 ids.append(self._tok.post_process(piece, add_special_tokens=True).ids)

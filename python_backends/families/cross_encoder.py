@@ -26,8 +26,7 @@ class CrossEncoderPairs(EncoderBase):
         if budget < 1:
             raise query_budget_error(len(query_enc.ids) + self._specials, self._max_len)
         ids, types, owners, truncated = [], [], [], 0
-        for index, doc_enc in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
-            pieces, cut = self._long.fit(doc_enc, budget, max_tokens_per_doc)
+        for index, (pieces, cut) in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
             truncated += cut
             for piece in pieces:
                 pair = self._tok.post_process(query_enc, piece, add_special_tokens=True)

@@ -68,15 +68,15 @@ class Qwen3YesNoPrompts(EncoderBase):
         if budget - head_tokens < 1:
             raise query_budget_error(head_tokens + len(self._prefix) + len(self._suffix), self._max_len)
         span = self._long.span(budget - head_tokens, max_tokens_per_doc)
-        bodies = self._bounded.encode_batch(documents, span, head=body_head, head_tokens=head_tokens)
+        bodies, partial = self._bounded.encode_batch(documents, span, head=body_head, head_tokens=head_tokens)
         ids, owners, truncated = [], [], 0
-        for index, body in enumerate(bodies):
+        for index, (body, shortened) in enumerate(zip(bodies, partial)):
             # The body ends with the document: only the part after the query head is cut or windowed.
             body_ids = body.ids  # each .ids read builds a new list
             head, document = body_ids[:head_tokens], body_ids[head_tokens:]
             check_not_empty(f"DOCUMENTS[{index}]", document, self._specials_ids)
             pieces, cut = self._long.fit_ids(document, budget - head_tokens, max_tokens_per_doc)
-            truncated += cut
+            truncated += cut or shortened
             for piece in pieces:
                 ids.append(self._prefix + head + piece + self._suffix)
                 owners.append(index)

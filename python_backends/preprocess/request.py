@@ -102,6 +102,7 @@ def _single_int(name: str, array: np.ndarray) -> int:
 def document_sizes(tensors: RequestTensors, limits: RequestLimits) -> list[int]:
     """Each document's UTF-8 byte length, checked against the limits without decoding (Triton hands BYTES tensors
     over as numpy object arrays of `bytes`, whose lengths are known)."""
+    _one_row("QUERY", tensors.query)  # a batch of queries is told as such, in the contract's order
     doc_row = _one_row("DOCUMENTS", tensors.documents)
     if doc_row.shape[0] == 0:
         raise InvalidRequest("DOCUMENTS is empty: send at least one document")

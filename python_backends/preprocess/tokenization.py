@@ -133,10 +133,14 @@ class BoundedTokenizer:
     def __init__(self, tokenizer: Tokenizer) -> None:
         self._tok = tokenizer
 
-    def encode_batch(self, texts: list[str], keep: int, head: str = "", head_tokens: int = 0) -> list[Encoding]:
-        """Encodings of `head + text` (no special tokens); the part after `head_tokens` is whole or longer
-        than `keep` tokens, and its first `keep` tokens are those of the whole text."""
+    def encode_batch(
+        self, texts: list[str], keep: int, head: str = "", head_tokens: int = 0
+    ) -> tuple[list[Encoding], list[bool]]:
+        """Encodings of `head + text` (no special tokens), and whether each text was read only in part. The part
+        after `head_tokens` is whole, longer than `keep` tokens (its first `keep` are those of the whole text) or,
+        at the character cap, the tokens of the text's first characters: a text read in part is always cut."""
         results: list[Encoding | None] = [None] * len(texts)
+        partial = [False] * len(texts)
         pending, limit = list(range(len(texts))), (keep + self.MARGIN) * self.CHARS_PER_TOKEN
         last = (keep + self.MARGIN) * self.MAX_CHARS_PER_TOKEN
         leading = [len(text) - len(text.lstrip()) for text in texts]  # blanks before the text count for nothing
@@ -148,11 +152,11 @@ class BoundedTokenizer:
             for index, cut, encoding in zip(pending, cuts, encodings):
                 whole = len(cut) == len(texts[index])
                 if whole or limit >= last or len(encoding) - head_tokens > keep + self.MARGIN // 2:
-                    results[index] = encoding
+                    results[index], partial[index] = encoding, not whole
                 else:
                     retry.append(index)
             pending, limit = retry, limit * 4
-        return results  # type: ignore[return-value]
+        return results, partial  # type: ignore[return-value]
 
 
 def _backend(model: str) -> Tokenizer:
@@ -211,11 +215,15 @@ class EncoderBase:
         check_not_empty("QUERY", encoding.ids, self._specials_ids)
         return encoding
 
-    def _documents(self, documents: list[str], budget: int, cap: int | None) -> list[Encoding]:
-        encodings = self._bounded.encode_batch(documents, self._long.span(budget, cap))
-        for index, encoding in enumerate(encodings):
+    def _documents(self, documents: list[str], budget: int, cap: int | None) -> list[tuple[list[Encoding], bool]]:
+        """Each document's encoding(s) to score and whether it was cut, split or read only in part."""
+        encodings, partial = self._bounded.encode_batch(documents, self._long.span(budget, cap))
+        fitted = []
+        for index, (encoding, shortened) in enumerate(zip(encodings, partial)):
             check_not_empty(f"DOCUMENTS[{index}]", encoding.ids, self._specials_ids)
-        return encodings
+            pieces, cut = self._long.fit(encoding, budget, cap)
+            fitted.append((pieces, cut or shortened))
+        return fitted
 
 
 def make_encoder(

@@ -55,7 +55,7 @@ def test_cut_before_tokenizing_gives_the_same_sequences_as_tokenizing_everything
     tok = _backend(paths[model])
     docs = [_prose(words, seed) for seed in range(4)] + [" " * 5000 + _prose(words)]  # leading blanks force a retry
     keep = 50
-    bounded = BoundedTokenizer(tok).encode_batch(docs, keep)
+    bounded, _ = BoundedTokenizer(tok).encode_batch(docs, keep)
     for doc, encoding in zip(docs, bounded):
         whole = tok.encode(doc, add_special_tokens=False).ids
         assert encoding.ids[:keep] == whole[:keep]
@@ -196,10 +196,25 @@ def test_text_with_few_tokens_per_character_is_read_only_to_the_character_cap(pa
     bounded = BoundedTokenizer(tok)
     original = tok.encode_batch_fast
     bounded._tok = type("Spy", (), {"encode_batch_fast": lambda self, texts, **kw: seen.extend(map(len, texts)) or original(texts, **kw)})()
-    [encoding] = bounded.encode_batch([text], 254)
+    [encoding], [partial] = bounded.encode_batch([text], 254)
     assert seen == [(254 + 32) * 6, (254 + 32) * 24]
     assert encoding.ids == tok.encode(text[:(254 + 32) * 24], add_special_tokens=False).ids  # its first characters
-    assert len(encoding.ids) < 254
+    assert len(encoding.ids) < 254 and partial
+
+
+def test_two_queries_in_one_request_are_refused_by_the_query_s_shape_before_pricing(paths):
+    two = RequestTensors(np.array([[b"q1"], [b"q2"]], dtype=object), np.array([[b"a"], [b"b"]], dtype=object))
+    assert str(_pre(paths, "minilm").admit([two])[0]) == "QUERY must have shape [1, n] (one query per request), got [2, 1]"
+
+
+@pytest.mark.parametrize("model", ["bert", "minilm"])  # WordPiece: a 120-letter word is one unknown token
+def test_a_document_read_only_to_the_character_cap_counts_as_truncated(paths, model):
+    """Fewer tokens than the budget, but only the first characters were read: the document was cut."""
+    pre = _pre(paths, model, max_len=256)
+    long_words = ("a " + "\u00c9" * 120 + " ") * 250  # 60,750 bytes, within max_document_bytes
+    request = RequestTensors(text_row("q"), np.array([[b"paris", long_words.encode()]], dtype=object))
+    out = pre.run_batch([request])[0]
+    assert max(out.sequence_lengths) < 256 and out.truncated == 1
 
 
 def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
