@@ -1,13 +1,16 @@
 """Runs inside build/sdk-venv (requirements/gateway-sdk.lock.txt), not the server venv: each official client SDK
-calls the gateway at BASE_URL, and what the SDK hands its caller is printed as one JSON object, scenario by
-scenario, for tests/gateway/test_sdk_clients.py to assert. Only the SDKs' public APIs are used.
+calls the gateway at BASE_URL with API_KEY, and what the SDK hands its caller is printed as one JSON object,
+scenario by scenario, for tests/gateway/test_sdk_clients.py to assert. Only the SDKs' public APIs are used.
 
+    GATEWAY_API_KEY=sdk-scenarios-key reranker-gateway &   # or a gateway without a key: the SDKs send one anyway
     build/sdk-venv/bin/python tests/gateway/sdk_scenarios.py http://127.0.0.1:8080
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -17,7 +20,21 @@ QUERY = "What is the capital of France?"
 IRRELEVANT = "Bananas are a good source of potassium."
 RELEVANT = "Paris is the capital and largest city of France."
 OTHER = "Berlin is the capital of Germany."
-API_KEY = "unused-by-the-gateway"  # the SDKs refuse to start without one
+API_KEY = "sdk-scenarios-key"  # the gateway's GATEWAY_API_KEY in the tests; the SDKs refuse to start without one
+WRONG_KEY = "not-the-key"
+# LiteLLM's rerank providers whose wire format the gateway serves: (model, the path added to api_base, whether the
+# documents come back). cohere/ picks Cohere's v2 API unless the base ends in /v1/rerank; huggingface/ sends TEI's
+# body to /rerank, hosted_vllm/ and infinity/ vLLM's; jina_ai/ calls /v1/rerank whatever the base's path.
+# infinity/ reads a returned document as a bare string (Infinity's answer), not vLLM's {"text": ...}, so it is
+# asked for the ranking only.
+LITELLM_PROVIDERS = {
+    "cohere_v2": ("cohere/reranker", "", True),
+    "cohere_v1": ("cohere/reranker", "/v1/rerank", True),
+    "huggingface": ("huggingface/reranker", "", True),
+    "hosted_vllm": ("hosted_vllm/reranker", "", True),
+    "jina_ai": ("jina_ai/reranker", "", True),
+    "infinity": ("infinity/reranker", "", False),
+}
 
 
 def _results(response: Any) -> list[dict[str, Any]]:
@@ -105,22 +122,69 @@ def llama_index(base_url: str) -> dict[str, Any]:
     return {"nodes": [{"id": n.node.node_id, "text": n.node.get_content(), "score": n.score} for n in ranked]}
 
 
+def _litellm() -> Any:
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # its bundled price list; else it fetches one at import
+    import litellm
+
+    return litellm
+
+
+def litellm_providers(base_url: str) -> dict[str, Any]:
+    litellm = _litellm()
+    report: dict[str, Any] = {}
+    for name, (model, path, return_documents) in LITELLM_PROVIDERS.items():
+        try:
+            response = litellm.rerank(model=model, api_base=base_url + path, api_key=API_KEY, query=QUERY,
+                                      documents=[IRRELEVANT, RELEVANT, OTHER], top_n=2,
+                                      return_documents=return_documents)
+            report[name] = {"results": [{"index": r["index"], "relevance_score": r["relevance_score"],
+                                         "document": r.get("document")} for r in response.results]}
+        except Exception:
+            report[name] = {"error": traceback.format_exc()}
+    return report
+
+
+def wrong_key(base_url: str) -> dict[str, Any]:
+    """What a caller sees when the gateway refuses its key."""
+    import cohere
+
+    litellm = _litellm()
+    report: dict[str, Any] = {}
+    calls = {
+        "cohere_v2": lambda: cohere.ClientV2(api_key=WRONG_KEY, base_url=base_url).rerank(
+            model="reranker", query=QUERY, documents=[RELEVANT]),
+        "litellm_hosted_vllm": lambda: litellm.rerank(
+            model="hosted_vllm/reranker", api_base=base_url, api_key=WRONG_KEY, query=QUERY, documents=[RELEVANT]),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+            report[name] = {"refused": False}
+        except Exception as error:
+            report[name] = {"refused": True, "type": type(error).__name__,
+                            "status_code": getattr(error, "status_code", None)}
+    return report
+
+
 SCENARIOS: dict[str, Callable[[str], dict[str, Any]]] = {
     "cohere_v1": cohere_v1,
     "cohere_v2": cohere_v2,
     "langchain": langchain,
     "llama_index": llama_index,
+    "litellm": litellm_providers,
+    "wrong_key": wrong_key,
 }
 
 
 def main() -> None:
     base_url = sys.argv[1]
     report: dict[str, Any] = {}
-    for name, scenario in SCENARIOS.items():
-        try:
-            report[name] = scenario(base_url)
-        except Exception:  # one SDK failing must not hide what the others did
-            report[name] = {"error": traceback.format_exc()}
+    with contextlib.redirect_stdout(sys.stderr):  # what an SDK prints (LiteLLM's help banner) stays out of the JSON
+        for name, scenario in SCENARIOS.items():
+            try:
+                report[name] = scenario(base_url)
+            except Exception:  # one SDK failing must not hide what the others did
+                report[name] = {"error": traceback.format_exc()}
     json.dump(report, sys.stdout)
 
 
