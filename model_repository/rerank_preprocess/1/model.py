@@ -1,4 +1,12 @@
-"""Triton adapter of the preprocess step; the logic is `python_backends.preprocess`."""
+"""Triton adapter of the preprocess step; the logic is `python_backends.preprocess`.
+
+`execute` prices each request from its sizes, refuses at once what is invalid or past the work in flight, hands the
+admitted ones to one tokenizing thread and returns None; each request is answered through its response sender
+(default, non-decoupled mode) when its turn is done. So Triton keeps handing over batches while a large request is
+tokenized, and what waits is only admitted work, bounded by batch_token_budget.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -18,23 +26,36 @@ class TritonPythonModel:
         self.preprocess = Preprocessor.from_settings(settings)
         self.metrics = PreprocessMetrics(pb_utils, model_labels(args))
         self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "work_budget"))
+        self.tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")  # in admission order
 
-    def execute(self, requests: list) -> list:
+    def execute(self, requests: list) -> None:
         raws = [self._raw(request) for request in requests]
-        results = self.preprocess.run_batch([raw for raw in raws if not isinstance(raw, Exception)])
-        answers = iter(results)
-        responses = []
-        for raw in raws:
-            result = raw if isinstance(raw, Exception) else next(answers)
-            if isinstance(result, Exception):
-                self.refusals.count(result)
-                responses.append(error_response(pb_utils, result))
+        for request, raw, decision in zip(requests, raws, self.preprocess.admit(raws)):
+            sender = request.get_response_sender()
+            if isinstance(decision, Exception):
+                self._answer(sender, decision)
             else:
-                self.metrics.record(result)
-                responses.append(self._response(result))
-        return responses
+                self.tokenizing.submit(self._run, sender, raw, decision)
+        return None
+
+    def _run(self, sender, raw: RequestTensors, cost: int) -> None:
+        try:
+            result = self.preprocess.run(raw, cost)
+        except Exception as exc:  # noqa: BLE001 - every admitted request gets its one answer (INTERNAL here)
+            result = exc
+        self._answer(sender, result)
+
+    def _answer(self, sender, result: EngineInputs | Exception) -> None:
+        if isinstance(result, Exception):
+            self.refusals.count(result)
+            response = error_response(pb_utils, result)
+        else:
+            self.metrics.record(result)
+            response = self._response(result)
+        sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def finalize(self) -> None:
+        self.tokenizing.shutdown(wait=True)  # admitted requests are answered before the step goes
         self.metrics.close()
         self.refusals.close()
 
