@@ -1,0 +1,148 @@
+"""Concurrent maximal requests against the CPU server: how each is answered, how fast, and the memory it costs.
+
+Starts the server from this checkout's model_repository (the CPU configuration), sends `--concurrency` requests of
+max_documents x max_document_bytes of prose (the limits rerank_preprocess's config states) at once over gRPC, and
+samples VmRSS of tritonserver and of each Python-backend stub, and the size of each stub's shared-memory region,
+while they are handled. Printed and written as JSON:
+
+    .venv/bin/python -m benchmarks.maximal_burst --out benchmarks/results/cpu-maximal-burst.json
+
+`--model-repository` runs another repository (e.g. an earlier commit's, from `git archive <commit> model_repository`)
+with this checkout's package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import tritonclient.grpc as grpc_client
+from tritonclient.grpc import aio as grpc_aio
+from tritonclient.utils import InferenceServerException
+
+from python_backends.contract import RequestLimits
+from reranker_client import build_inputs
+from tests.support.triton_server import ROOT, start_server, stop_server
+
+MODELS = ("rerank_preprocess", "rerank_engine", "rerank_calibrate")
+
+
+def _limits(repository: Path) -> RequestLimits:
+    from google.protobuf import json_format, text_format
+    from tritonclient.grpc import model_config_pb2
+
+    text = (repository / "rerank_preprocess" / "config.pbtxt").read_text()
+    config = text_format.Parse(text, model_config_pb2.ModelConfig())
+    return RequestLimits.from_model_config(json_format.MessageToDict(config, preserving_proto_field_name=True))
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _stubs(server_pid: int) -> dict[str, int]:
+    found = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if len(args) > 1 and args[0].endswith("triton_python_backend_stub") and str(server_pid) in args:
+            model = next((m for m in MODELS if args[1].endswith(f"{m}/1/model.py")), None)
+            if model:
+                found[model] = int(proc.name)
+    return found
+
+
+def _shm_mb(server_pid: int) -> float:
+    """The Python backend's regions of this server, /dev/shm/<name>, largest first (one per stub)."""
+    sizes = []
+    for fd in Path(f"/proc/{server_pid}/map_files").glob("*"):
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("/dev/shm/"):
+            sizes.append(target)
+    return sum(Path(p).stat().st_size for p in set(sizes) if Path(p).exists()) / 2**20
+
+
+class Sampler(threading.Thread):
+    def __init__(self, server_pid: int) -> None:
+        super().__init__(daemon=True)
+        self.server_pid, self.stop, self.peak = server_pid, threading.Event(), {}
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            pids = {"tritonserver": self.server_pid, **_stubs(self.server_pid)}
+            for name, pid in pids.items():
+                self.peak[name] = max(self.peak.get(name, 0.0), _rss_mb(pid))
+            self.peak["shm_regions"] = max(self.peak.get("shm_regions", 0.0), _shm_mb(self.server_pid))
+            time.sleep(0.2)
+
+
+async def _burst(url: str, limits: RequestLimits, concurrency: int, timeout_s: float) -> list[dict]:
+    words = "the committee reviewed quarterly budget figures and scheduled another meeting about paris".split()
+    text = " ".join(words[i % len(words)] for i in range(limits.max_document_bytes))[:limits.max_document_bytes]
+    documents = [text] * limits.max_documents
+    client = grpc_aio.InferenceServerClient(url)
+
+    async def one(i: int) -> dict:
+        inputs = build_inputs(grpc_client, f"request {i} about the budget", documents, top_n=1)
+        started = time.monotonic()
+        try:
+            await client.infer("reranker", inputs, client_timeout=timeout_s)
+            outcome = "ok"
+        except InferenceServerException as exc:
+            outcome = f"{exc.status()}: {exc.message()[:90]}"
+        return {"outcome": outcome, "seconds": round(time.monotonic() - started, 3)}
+
+    try:
+        return await asyncio.gather(*(one(i) for i in range(concurrency)))
+    finally:
+        await client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--timeout-s", type=float, default=240)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--model-repository", type=Path, default=ROOT / "model_repository")
+    args = parser.parse_args(argv)
+    limits = _limits(args.model_repository)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_server(Path(tmp) / "server.log", model_repository=args.model_repository.resolve())
+        sampler = Sampler(server.process.pid)
+        try:
+            idle = {"tritonserver": _rss_mb(server.process.pid),
+                    **{m: _rss_mb(p) for m, p in _stubs(server.process.pid).items()}}
+            sampler.start()
+            answers = asyncio.run(_burst(server.grpc_url, limits, args.concurrency, args.timeout_s))
+            time.sleep(1.0)
+            sampler.stop.set()
+            sampler.join()
+        finally:
+            stop_server(server)
+    result = {"model_repository": str(args.model_repository), "limits": vars(limits), "concurrency": args.concurrency, "idle_rss_mb": idle,
+              "peak_mb": {k: round(v, 1) for k, v in sampler.peak.items()}, "answers": answers}
+    print(json.dumps(result, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

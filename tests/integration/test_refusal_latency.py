@@ -1,0 +1,66 @@
+"""Admission by work answers at once: while one maximal request is tokenized, requests past rerank_preprocess's
+batch_token_budget are refused with UNAVAILABLE in milliseconds, not after the maximal request's turn."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from tritonclient.utils import InferenceServerException
+
+import tritonclient.grpc as grpc_client
+from reranker_client import build_inputs
+
+# 120-letter words are one unknown token each: every document is read to the character cap, the slowest text to
+# tokenize per admitted token. 7 KB a document prices it at its full span (a token covers >= 1 byte).
+LONG_WORDS = (("a " + "\u00c9" * 120 + " ") * 30)[:3500]
+PROSE = "the committee reviewed quarterly budget figures and scheduled another meeting about paris " * 24
+MAXIMAL_DOCUMENTS = 1024  # max_documents: with ~254 tokens a document, all of the budget (262144) but ~4000 tokens
+PROBE_DOCUMENTS = 32  # ~8000 tokens: past what the maximal request leaves, cheap to tokenize when admitted alone
+REFUSAL_S = 0.1
+PROBING_S = 4.0
+
+
+def _infer(url: str, documents: list[str]) -> tuple[str, float]:
+    client = grpc_client.InferenceServerClient(url)
+    started = time.monotonic()
+    try:
+        client.infer("reranker", build_inputs(grpc_client, "capital of France", documents, top_n=1), client_timeout=300)
+        outcome = "ok"
+    except InferenceServerException as exc:
+        outcome = f"{exc.status()}: {exc.message()}"
+    finally:
+        client.close()
+    return outcome, time.monotonic() - started
+
+
+def _scenario(url: str) -> tuple[str, list[tuple[str, float]]]:
+    """One maximal request, and a probe every 50 ms (each on its own thread) for PROBING_S or until it is answered:
+    the maximal request is in preprocess within ~2 s here, its answer (through the engine) takes ~20 s."""
+    maximal: list[tuple[str, float]] = []
+    sender = threading.Thread(target=lambda: maximal.append(_infer(url, [LONG_WORDS] * MAXIMAL_DOCUMENTS)))
+    sender.start()
+    probes: list[tuple[str, float]] = []
+    threads = []
+    while sender.is_alive() and len(threads) < PROBING_S / 0.05:
+        threads.append(threading.Thread(target=lambda: probes.append(_infer(url, [PROSE] * PROBE_DOCUMENTS))))
+        threads[-1].start()
+        time.sleep(0.05)
+    for thread in [sender, *threads]:
+        thread.join()
+    return maximal[0][0], probes
+
+
+@pytest.mark.alone
+def test_requests_past_the_budget_are_refused_at_once_while_a_maximal_request_is_tokenized(server):
+    # A probe admitted just before the maximal request arrives makes it the one refused: then the scenario repeats.
+    for _ in range(3):
+        outcome, probes = _scenario(server.grpc_url)
+        if outcome == "ok":
+            break
+    assert outcome == "ok", outcome
+    refused = [seconds for answer, seconds in probes if "over its work budget" in answer]
+    assert refused, f"no probe was refused while the maximal request was in flight: {probes}"
+    assert all(answer.startswith("StatusCode.UNAVAILABLE") for answer, _ in probes if answer != "ok")
+    assert max(refused) < REFUSAL_S, refused
