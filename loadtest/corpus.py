@@ -134,14 +134,25 @@ def make_requests(count: int, seed: int = 0, **kwargs) -> list[RerankRequest]:
     return [make_request(seed + k, **kwargs) for k in range(count)]
 
 
+# The request shape's command-line flags (the generator's and grpc_load's), each with its default.
+SHAPE_FLAGS = {"n_docs": N_DOCS, "doc_tokens": DOC_TOKENS, "query_tokens": QUERY_TOKENS, "top_n": TOP_N}
+
+
+def add_shape_arguments(ap: argparse.ArgumentParser) -> None:
+    for name, default in SHAPE_FLAGS.items():
+        ap.add_argument("--" + name.replace("_", "-"), type=int, default=default)
+
+
+def request_shape(args: argparse.Namespace) -> dict[str, int]:
+    """The shape flags as parsed: the keyword arguments of make_request."""
+    return {name: getattr(args, name) for name in SHAPE_FLAGS}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--n-docs", type=int, default=N_DOCS)
-    ap.add_argument("--doc-tokens", type=int, default=DOC_TOKENS)
-    ap.add_argument("--query-tokens", type=int, default=QUERY_TOKENS)
-    ap.add_argument("--top-n", type=int, default=TOP_N)
+    add_shape_arguments(ap)
     ap.add_argument("--pretty", action="store_true")
     ap.add_argument(
         "--perf-analyzer-json",
@@ -149,14 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         help="write perf_analyzer --input-data JSON (one entry per request) to PATH instead",
     )
     args = ap.parse_args(argv)
-    reqs = make_requests(
-        args.count,
-        args.seed,
-        n_docs=args.n_docs,
-        doc_tokens=args.doc_tokens,
-        query_tokens=args.query_tokens,
-        top_n=args.top_n,
-    )
+    reqs = make_requests(args.count, args.seed, **request_shape(args))
     if args.perf_analyzer_json:
         from loadtest.payload import perf_analyzer_input_data
 

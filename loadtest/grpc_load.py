@@ -75,24 +75,14 @@ async def run(args) -> dict:
     import tritonclient.grpc as grpcmod
     import tritonclient.grpc.aio as grpcaio
 
-    reqs = corpus.make_requests(
-        args.distinct_requests,
-        args.seed,
-        n_docs=args.n_docs,
-        doc_tokens=args.doc_tokens,
-        query_tokens=args.query_tokens,
-        top_n=args.top_n,
-    )
+    reqs = corpus.make_requests(args.distinct_requests, args.seed, **corpus.request_shape(args))
     prepared = [payload.grpc_inputs(r, grpcmod) for r in reqs]
     report: dict = {
         "tool": "loadtest/grpc_load.py",
         "url": args.url,
         "model": args.model,
         "shape": {
-            "n_docs": args.n_docs,
-            "doc_tokens": args.doc_tokens,
-            "query_tokens": args.query_tokens,
-            "top_n": args.top_n,
+            **corpus.request_shape(args),
             "distinct_requests": args.distinct_requests,
             "seed": args.seed,
             "doc_whitespace_tokens_mean": round(
@@ -133,10 +123,7 @@ def parse_args(argv=None):
     ap.add_argument("--duration", type=float, default=30.0, help="measured seconds per level")
     ap.add_argument("--warmup", type=int, default=2, help="unmeasured sequential requests per level")
     ap.add_argument("--max-requests", type=int, default=0, help="cap per level (0: only the duration bounds it)")
-    ap.add_argument("--n-docs", type=int, default=corpus.N_DOCS)
-    ap.add_argument("--doc-tokens", type=int, default=corpus.DOC_TOKENS)
-    ap.add_argument("--query-tokens", type=int, default=corpus.QUERY_TOKENS)
-    ap.add_argument("--top-n", type=int, default=corpus.TOP_N)
+    corpus.add_shape_arguments(ap)
     ap.add_argument("--distinct-requests", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-check", dest="check", action="store_false", help="do not check responses")

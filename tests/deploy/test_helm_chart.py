@@ -28,22 +28,22 @@ render_mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(render_mod)
 
 
+def _installed(module: str, package: str):
+    """A tool deploy/install_tools.sh installs; its absence fails the test rather than skipping it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        pytest.fail(f"{package} is not installed ({exc}): run `bash deploy/install_tools.sh`")
+
+
 @pytest.fixture(scope="module")
 def helm():
-    try:
-        import helm_python
-    except ImportError as exc:
-        pytest.fail(f"helm-python-sdk is not installed ({exc}): run `bash deploy/install_tools.sh`")
-    return helm_python
+    return _installed("helm_python", "helm-python-sdk")
 
 
 @pytest.fixture(scope="module")
 def kubernetes_validate():
-    try:
-        import kubernetes_validate
-    except ImportError as exc:
-        pytest.fail(f"kubernetes-validate is not installed ({exc}): run `bash deploy/install_tools.sh`")
-    return kubernetes_validate
+    return _installed("kubernetes_validate", "kubernetes-validate")
 
 
 def render(values=None, name="rr", namespace="ml"):
