@@ -1,10 +1,13 @@
 """reranker-model against the real server: a variant `add` writes for a tiny random cross-encoder is served unchanged
 by tritonserver --model-config-name (HTTP and gRPC), and `score` (the serving preprocess and engine, in-process
-without Triton) gives the served RAW_SCORES, for that variant and for the default MiniLM config."""
+without Triton) gives the served RAW_SCORES, for that variant and for the default MiniLM config. `score` runs as the
+command a user types, in its own process: the vLLM engine it starts is gone when the command ends."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,10 +60,14 @@ def served_raw_scores(server: RunningServer, protocol: str, pairs: Path) -> np.n
     return raw
 
 
-def offline_raw_scores(repository: Path, name: str, pairs: Path, out: Path) -> np.ndarray:
-    assert main(["--repository", str(repository), "score", name, str(pairs), "-o", str(out)]) == 0
+def offline_raw_scores(repository: Path, name: str, pairs: Path, out: Path) -> tuple[np.ndarray, str]:
+    """The scores and the last line `reranker-model score` printed."""
+    command = [sys.executable, "-m", "reranker_model", "--repository", str(repository), "score", name, str(pairs),
+               "-o", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
     # the output is what reranker-calibrate fit --raw-scores-from takes
-    return PrecomputedScorer(out).score(read_pairs(pairs)).raw_scores
+    return PrecomputedScorer(out).score(read_pairs(pairs)).raw_scores, done.stdout.splitlines()[-1]
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -76,17 +83,17 @@ def test_the_added_variant_is_served_over_both_protocols(variant_server, protoco
     assert response.calibration.startswith("bert-unfitted@")
 
 
-def test_offline_scores_of_the_variant_are_its_served_raw_scores(variant_server, pairs_file, tmp_path, capsys):
+def test_offline_scores_of_the_variant_are_its_served_raw_scores(variant_server, pairs_file, tmp_path):
     server, repository = variant_server
-    offline = offline_raw_scores(repository, VARIANT, pairs_file, tmp_path / "scores.jsonl")
-    assert capsys.readouterr().out.splitlines()[-1].startswith(f"{PAIRS} pairs in ")  # vLLM logs before it
+    offline, last_line = offline_raw_scores(repository, VARIANT, pairs_file, tmp_path / "scores.jsonl")
+    assert last_line.startswith(f"{PAIRS} pairs in ")  # vLLM logs before it
     served = served_raw_scores(server, "grpc", pairs_file)
     print(f"{VARIANT}: max |offline - served| = {np.abs(offline - served).max():.2e}")
     assert np.abs(offline - served).max() <= TOLERANCE
 
 
 def test_offline_scores_of_the_default_config_are_the_served_raw_scores(server, pairs_file, tmp_path):
-    offline = offline_raw_scores(ROOT / "model_repository", "default", pairs_file, tmp_path / "scores.jsonl")
+    offline, _ = offline_raw_scores(ROOT / "model_repository", "default", pairs_file, tmp_path / "scores.jsonl")
     served = served_raw_scores(server, "http", pairs_file)
     print(f"default: max |offline - served| = {np.abs(offline - served).max():.2e}")
     assert np.abs(offline - served).max() <= TOLERANCE
