@@ -48,7 +48,7 @@ def _rss_mb(pid: int) -> float:
 
 
 def test_large_request_is_cut_before_tokenizing_and_preprocess_memory_returns(server):
-    """128 documents of 64 KB (the issue's 8 MB request): answered with every document counted as cut, and the
+    """128 documents of 64 KB (an 8 MB request): answered with every document counted as cut, and the
     preprocess stub's RSS comes back to within 100 MB of where it was (before: 256 x 64 KB left 2.4 GB behind)."""
     (pid,) = stub_pids(server, "rerank_preprocess")
     client = RerankClient(server.grpc_url, timeout_s=300)
