@@ -59,7 +59,7 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 del big, out
 started = time.perf_counter(); pre(query, tiny); tiny_s = time.perf_counter() - started
 release = getattr(step, "release_memory", None)
-if release is not None:  # what run_batch (the Triton step's path) does after a batch this large
+if release is not None:  # what the step's run does after a request this large
     release()
 print(json.dumps({"seconds": big_s, "tiny_after_s": tiny_s, "rss_before_mb": before, "peak_rss_mb": peak,
                   "rss_after_mb": rss_mb()}))

@@ -161,13 +161,6 @@ class Preprocessor:
             if _input_bytes(raw) > TRIM_AFTER_BYTES:
                 release_memory()
 
-    def run_batch(self, batch: list[RequestTensors]) -> list[EngineInputs | Exception]:
-        """A batch in arrival order, answered together: `admit`, then `run` each admitted request."""
-        decisions = self.admit(list(batch))
-        admitted = [(raw, cost) for raw, cost in zip(batch, decisions) if not isinstance(cost, Exception)]
-        answers = iter([self.run(raw, cost) for raw, cost in admitted])
-        return [cost if isinstance(cost, Exception) else next(answers) for cost in decisions]
-
 
 def _flat(sequences: list[list[int]]) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int32, count=sum(map(len, sequences)))

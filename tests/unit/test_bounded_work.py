@@ -202,6 +202,12 @@ def test_text_with_few_tokens_per_character_is_read_only_to_the_character_cap(pa
     assert len(encoding.ids) < 254 and partial
 
 
+def _execute(pre: Preprocessor, batch: list[RequestTensors]) -> list:
+    """What the step's `execute` does with one batch: admit every request, then run each admitted one in order."""
+    decisions = pre.admit(batch)
+    return [cost if isinstance(cost, Exception) else pre.run(raw, cost) for raw, cost in zip(batch, decisions)]
+
+
 def test_two_queries_in_one_request_are_refused_by_the_query_s_shape_before_pricing(paths):
     two = RequestTensors(np.array([[b"q1"], [b"q2"]], dtype=object), np.array([[b"a"], [b"b"]], dtype=object))
     assert str(_pre(paths, "minilm").admit([two])[0]) == "QUERY must have shape [1, n] (one query per request), got [2, 1]"
@@ -213,7 +219,7 @@ def test_a_document_read_only_to_the_character_cap_counts_as_truncated(paths, mo
     pre = _pre(paths, model, max_len=256)
     long_words = ("a " + "\u00c9" * 120 + " ") * 250  # 60,750 bytes, within max_document_bytes
     request = RequestTensors(text_row("q"), np.array([[b"paris", long_words.encode()]], dtype=object))
-    out = pre.run_batch([request])[0]
+    out = _execute(pre, [request])[0]
     assert max(out.sequence_lengths) < 256 and out.truncated == 1
 
 
@@ -226,12 +232,12 @@ def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
         RequestTensors(text_row("q"), text_row(big)),  # 62 + 62 > 100: refused
         RequestTensors(text_row("q"), text_row(small)),  # 62 + 5 <= 100: admitted
     ]
-    results = pre.run_batch(batch)
+    results = _execute(pre, batch)
     assert [type(r).__name__ for r in results] == ["EngineInputs", "InvalidRequest", "Overloaded", "EngineInputs"]
     assert str(results[2]) == (
         "preprocess is over its work budget (62 of 100 document tokens in flight, this request needs up to 62): "
         "retry later"
     )
-    alone = pre.run_batch([RequestTensors(text_row("q"), text_row(*[big] * 5))])  # over budget alone: the first always runs
+    alone = _execute(pre, [RequestTensors(text_row("q"), text_row(*[big] * 5))])  # over budget alone: the first always runs
     assert type(alone[0]).__name__ == "EngineInputs"
     assert isinstance(results[2], Overloaded)
