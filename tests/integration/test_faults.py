@@ -37,13 +37,14 @@ NOT_HEALTHY = "Stub process 'rerank_engine_0_0' is not healthy"  # Triton's erro
 
 
 class Servers:
-    """The module's server, started again when a fault before ended it (a freeze can end tritonserver)."""
+    """The module's server, started again when a fault before ended it or left its engine dead (a freeze can end
+    tritonserver, or leave it running with the engine stub marked unhealthy and gone)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder, self.started, self.running = folder, 0, None
 
     def live(self) -> RunningServer:
-        if self.running is None or not self.running.is_alive():
+        if self.running is None or not self.running.is_alive() or check(self.running.grpc_url) is not None:
             self.stop()
             self.started += 1
             self.running = start_server(self.folder / f"server-{self.started}.log")
@@ -169,36 +170,6 @@ def test_engine_process_death_is_reported_and_a_reload_recovers(own_server):
     assert stub_pids(own_server, "rerank_engine") and stub_pids(own_server, "rerank_engine") != pids
 
 
-def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_server):
-    """Triton 2.51's own behaviour, not configurable (`stub-timeout-seconds=60` changes nothing: the health check
-    waits a fixed 1 s): a stub frozen for 5 s under traffic may be declared unhealthy, and then tritonserver dies
-    when it resumes (boost::interprocess::lock_exception and SIGABRT: 2 of 2 runs on a fresh server; 0 of 1 after
-    the in-place reload above; SIGSEGV once, on the loaded 2-core machine with two test workers; once it lived on
-    with the engine stub marked unhealthy). Nothing hangs: the server answers right again, or the deep health check
-    reports the dead engine (the Helm chart's liveness probe, which restarts the pod), or it has ended by a signal,
-    which the container's restart policy turns into a fresh server. Runs last: it may end this module's server."""
-    (pid,) = stub_pids(own_server, "rerank_engine")
-    with Traffic(own_server) as traffic:
-        time.sleep(1)
-        _freeze(pid, 5.0)
-        time.sleep(10)
-    print("5 s freeze:", dict(traffic.outcomes), "server alive:", own_server.is_alive())
-    problem = check(own_server.grpc_url) if own_server.is_alive() else "it has ended"
-    if problem is None:
-        assert probe_ranking(own_server) == [1, 0]
-        return
-    if NOT_HEALTHY in problem:  # alive with the engine marked unhealthy: requests fail at once, naming it
-        started = time.monotonic()
-        with pytest.raises(InferenceServerException) as raised:
-            probe_ranking(own_server)
-        assert time.monotonic() - started < 10
-        if own_server.is_alive():
-            assert NOT_HEALTHY in raised.value.message()
-            return
-    # ended, or ending: the abort can come seconds after the freeze
-    assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, problem
-
-
 IN_FLIGHT = 6  # half over HTTP, half over gRPC
 CLIENT_DEADLINE_S = 15.0
 EXIT_TIMEOUT_S = 30.0  # tritonserver's --exit-timeout-secs default, which scripts/start_server.sh keeps
@@ -246,3 +217,33 @@ def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_sh
     print(f"shutdown after the stub's death: {took:.1f} s, exit {code}, {unanswered} requests never answered")
     assert took < EXIT_TIMEOUT_S + 15
     assert ("in-flight inferences" in own_server.log_tail(20000)) == (code == 1), code
+
+
+def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_server):
+    """Triton 2.51's own behaviour, not configurable (`stub-timeout-seconds=60` changes nothing: the health check
+    waits a fixed 1 s): a stub frozen for 5 s under traffic may be declared unhealthy, and then tritonserver dies
+    when it resumes (boost::interprocess::lock_exception and SIGABRT: 2 of 2 runs on a fresh server; 0 of 1 after
+    the in-place reload above; SIGSEGV once, on the loaded 2-core machine with two test workers; once it lived on
+    with the engine stub marked unhealthy). Nothing hangs: the server answers right again, or the deep health check
+    reports the dead engine (the Helm chart's liveness probe, which restarts the pod), or it has ended by a signal,
+    which the container's restart policy turns into a fresh server. Runs last: it may end this module's server."""
+    (pid,) = stub_pids(own_server, "rerank_engine")
+    with Traffic(own_server) as traffic:
+        time.sleep(1)
+        _freeze(pid, 5.0)
+        time.sleep(10)
+    print("5 s freeze:", dict(traffic.outcomes), "server alive:", own_server.is_alive())
+    problem = check(own_server.grpc_url) if own_server.is_alive() else "it has ended"
+    if problem is None:
+        assert probe_ranking(own_server) == [1, 0]
+        return
+    if NOT_HEALTHY in problem:  # alive with the engine marked unhealthy: requests fail at once, naming it
+        started = time.monotonic()
+        with pytest.raises(InferenceServerException) as raised:
+            probe_ranking(own_server)
+        assert time.monotonic() - started < 10
+        if own_server.is_alive():
+            assert NOT_HEALTHY in raised.value.message()
+            return
+    # ended, or ending: the abort can come seconds after the freeze
+    assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, problem

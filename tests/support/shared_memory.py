@@ -81,6 +81,7 @@ class Ledger:
 
     def __init__(self) -> None:
         self._seen: dict[str, set[int]] = defaultdict(set)  # file name -> process groups seen holding it
+        self._holder: dict[str, str] = {}  # file name -> command line of the first process seen holding it
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -95,6 +96,7 @@ class Ledger:
             with self._lock:
                 for name in names:
                     self._seen[name].add(group)
+                    self._holder.setdefault(name, _command_line(pid))
 
     def start(self) -> None:
         if self._thread is None:
@@ -125,11 +127,21 @@ class Ledger:
         return sorted(existing - held_by_anyone())
 
     def remove_left_behind(self, group: int | None = None) -> list[str]:
-        """Unlinks what `left_behind` finds; returns the names."""
+        """Unlinks what `left_behind` finds; returns the names, each with the command line of the process first
+        seen holding it (which program left it)."""
         names = self.left_behind(group)
         for name in names:
             (SHM / name).unlink(missing_ok=True)
-        return names
+        with self._lock:
+            return [f"{name} (held by: {self._holder.get(name, '?')})" for name in names]
+
+
+def _command_line(pid: int) -> str:
+    try:
+        args = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return "?"
+    return " ".join(args)[:160]
 
 
 def _group_holds(group: int, names: set[str]) -> bool:
