@@ -9,20 +9,20 @@ Same arguments, splitting, merging and retries as `RerankClient`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from python_backends.contract import RequestLimits
 
 from .merging import merge
 from .options import MODEL_NAME, ClientOptions, chunk_errors
-from .planning import Chunk, RerankPlan, plan_rerank
+from .planning import Chunk, RerankPlan
 from .results import RerankResponse
 from .retry import call_with_retry_async
 from .wire import ParsedResponse, parse_result
 
 
-class AsyncRerankClient(ClientOptions):
+class AsyncRerankClient(ClientOptions[Awaitable[RerankResponse]]):
     """One aio tritonclient per instance (gRPC multiplexes its channel; HTTP keeps a connection pool); the
     requests of a split call run concurrently, at most `max_concurrency` at a time."""
 
@@ -67,17 +67,8 @@ class AsyncRerankClient(ClientOptions):
         with chunk_errors(plan, chunk):
             return parse_result(await call_with_retry_async(once, self.retry, self._sleep), plan.split)
 
-    async def rerank(
-        self,
-        query: str,
-        documents: Sequence[str],
-        top_n: int | None = None,
-        instruction: str | None = None,
-        return_documents: bool = False,
-        max_tokens_per_doc: int | None = None,
-    ) -> RerankResponse:
-        split_at = self._split_at(await self.limits())
-        plan = plan_rerank(query, documents, split_at, top_n, instruction, max_tokens_per_doc)
+    async def _rerank(self, plan_for: Callable[[int], RerankPlan], return_documents: bool) -> RerankResponse:
+        plan = plan_for(self._split_at(await self.limits()))
         limit = asyncio.Semaphore(self.max_concurrency)
         outcomes = await asyncio.gather(
             *(self._infer(plan, chunk, limit) for chunk in plan.chunks), return_exceptions=True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,13 +18,13 @@ from python_backends.contract import RequestLimits
 
 from .merging import merge
 from .options import MODEL_NAME, ClientOptions, chunk_errors
-from .planning import Chunk, RerankPlan, plan_rerank
+from .planning import Chunk, RerankPlan
 from .results import RerankResponse
 from .retry import call_with_retry
 from .wire import ParsedResponse, parse_result
 
 
-class RerankClient(ClientOptions):
+class RerankClient(ClientOptions[RerankResponse]):
     """Synchronous client: one call = one query and all its documents, split into requests of at most
     `max_documents_per_request` (default: the server's limit) that run `max_concurrency` at a time.
 
@@ -84,17 +84,8 @@ class RerankClient(ClientOptions):
                 self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="rerank")
             return self._pool
 
-    def rerank(
-        self,
-        query: str,
-        documents: Sequence[str],
-        top_n: int | None = None,
-        instruction: str | None = None,
-        return_documents: bool = False,
-        max_tokens_per_doc: int | None = None,
-    ) -> RerankResponse:
-        split_at = self._split_at(self.limits())
-        plan = plan_rerank(query, documents, split_at, top_n, instruction, max_tokens_per_doc)
+    def _rerank(self, plan_for: Callable[[int], RerankPlan], return_documents: bool) -> RerankResponse:
+        plan = plan_for(self._split_at(self.limits()))
         if not plan.split:
             return merge(plan, [self._infer(plan, plan.chunks[0])], return_documents)
         futures = [self._executor().submit(self._infer, plan, chunk, True) for chunk in plan.chunks]

@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from functools import partial
+from typing import Any, Generic, TypeVar
 
 from tritonclient.utils import InferenceServerException
 
 from python_backends.contract import LIMITS_MODEL_NAME, MODEL_NAME, RequestLimits
 
 from .merging import rebase_error
-from .planning import Chunk, RerankPlan
+from .planning import Chunk, RerankPlan, plan_rerank
 from .retry import RetryPolicy
 from .wire import protocol_module, requested_outputs
 
 __all__ = ["MODEL_NAME", "ClientOptions"]
 
+Reply = TypeVar("Reply")  # what `rerank` returns: a RerankResponse, or for the asyncio client an awaitable of one
 
-class ClientOptions:
+
+class ClientOptions(Generic[Reply]):
     """`max_documents_per_request=None` (the default) splits at the server's own `max_documents`, learned from
     its model configuration on the first call (`limits`), so the client holds no copy of a server limit.
 
-    The sync and async clients take these same arguments; each says which tritonclient flavour it drives."""
+    The sync and async clients take these same arguments and offer the same `rerank`; each says which tritonclient
+    flavour it drives and how it runs a call's requests (`_rerank`)."""
 
     asynchronous: bool
 
@@ -38,6 +42,7 @@ class ClientOptions:
         backoff_s: float = 0.1,
         max_backoff_s: float = 2.0,
         timeout_s: float | None = None,
+        limits_model_name: str = LIMITS_MODEL_NAME,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -51,11 +56,32 @@ class ClientOptions:
         self.max_concurrency = max_concurrency
         self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
         self.timeout_s = timeout_s
+        self.limits_model_name = limits_model_name  # the preprocess step of model_name's ensemble
         self._limits: RequestLimits | None = None
+
+    def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        top_n: int | None = None,
+        instruction: str | None = None,
+        return_documents: bool = False,
+        max_tokens_per_doc: int | None = None,
+    ) -> Reply:
+        """Results for `documents`, best first (`top_n` of them when given), each with its index in `documents`,
+        calibrated relevance_score and raw_score, and the document itself when `return_documents`."""
+        plan_for = partial(
+            plan_rerank, query, documents, top_n=top_n, instruction=instruction, max_tokens_per_doc=max_tokens_per_doc
+        )
+        return self._rerank(plan_for, return_documents)
+
+    def _rerank(self, plan_for: Callable[[int], RerankPlan], return_documents: bool) -> Reply:
+        """Run one call: `plan_for(max_documents_per_request)` plans it once the server's limit is known."""
+        raise NotImplementedError
 
     def _config_kwargs(self) -> dict[str, Any]:
         """Arguments of `get_model_config` for the limits model: gRPC answers a protobuf unless asked for JSON."""
-        return {"model_name": LIMITS_MODEL_NAME, **({"as_json": True} if self.protocol == "grpc" else {})}
+        return {"model_name": self.limits_model_name, **({"as_json": True} if self.protocol == "grpc" else {})}
 
     def _remember(self, config: dict[str, Any]) -> RequestLimits:
         self._limits = RequestLimits.from_model_config(config)
@@ -65,7 +91,6 @@ class ClientOptions:
         if self.max_documents_per_request is None:
             return limits.max_documents
         return min(self.max_documents_per_request, limits.max_documents)
-
 
     def _request(self, plan: RerankPlan, chunk: Chunk) -> tuple[list[Any], list[Any], dict[str, Any]]:
         """One chunk's infer arguments: its input tensors, the outputs to ask for, and gRPC's per-call timeout."""
