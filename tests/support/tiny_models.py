@@ -55,103 +55,90 @@ def _word_level(vocab_tokens: list[str], unk: str, lowercase: bool, keep_newline
     return tokenizer
 
 
-def _bert_tokenizer(out: Path, pair_template: str = "[CLS] $A [SEP] $B:1 [SEP]:1"):
+# Every model is this small; the initializer range is larger than the usual 0.02 so that random logits spread out
+# and token types visibly matter.
+TINY_SIZE = {
+    "hidden_size": 64,
+    "num_attention_heads": 2,
+    "num_hidden_layers": 2,
+    "intermediate_size": 128,
+    "initializer_range": 0.2,
+}
+
+
+def _save_model(out: Path, model_class: type, config, seed: int) -> Path:
+    """Seeded random weights of `model_class` (also the checkpoint's architecture) saved as safetensors."""
+    import torch
+
+    config.architectures = [model_class.__name__]
+    torch.manual_seed(seed)
+    model_class(config).eval().save_pretrained(out, safe_serialization=True)
+    return out
+
+
+def _encoder_tokenizer(out: Path, specials: dict[str, str], single: str, pair: str, **fast_options) -> int:
+    """A lowercasing word-level tokenizer whose vocabulary starts with `specials` (role -> token, in vocabulary
+    order) and whose post-processor wraps one text in `single` and a pair in `pair`; returns the vocabulary size."""
     from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    vocab = specials + WORDS + PUNCTUATION
-    tokenizer = _word_level(vocab, "[UNK]", lowercase=True, keep_newlines=False)
+    special_tokens = list(dict.fromkeys(specials.values()))  # a token may hold two roles (XLM-R's <s> is also CLS)
+    vocab = special_tokens + WORDS + PUNCTUATION
+    tokenizer = _word_level(vocab, specials["unk_token"], lowercase=True, keep_newlines=False)
+    in_templates = f"{single} {pair}".split()
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair=pair_template,
-        special_tokens=[("[CLS]", vocab.index("[CLS]")), ("[SEP]", vocab.index("[SEP]"))],
+        single=single,
+        pair=pair,
+        special_tokens=[(token, vocab.index(token)) for token in special_tokens if token in in_templates],
     )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        pad_token="[PAD]",
-        mask_token="[MASK]",
-        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-        model_max_length=128,
-    )
-    fast.save_pretrained(out)
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, **specials, **fast_options).save_pretrained(out)
     return len(vocab)
 
 
 def build_bert_cross_encoder(out: Path, seed: int = 0) -> Path:
     """`BertForSequenceClassification`, num_labels=1, with a `[CLS] q [SEP] d [SEP]` pair template and token types."""
-    import torch
     from transformers import BertConfig, BertForSequenceClassification
 
     out = Path(out)
-    vocab_size = _bert_tokenizer(out)
-    config = BertConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        num_attention_heads=2,
-        num_hidden_layers=2,
-        intermediate_size=128,
-        max_position_embeddings=128,
-        type_vocab_size=2,
-        num_labels=1,
-        # Larger than BERT's 0.02 so that random logits spread out and token types visibly matter.
-        initializer_range=0.2,
-        pad_token_id=0,
-        architectures=["BertForSequenceClassification"],
+    vocab_size = _encoder_tokenizer(
+        out,
+        {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"},
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        model_max_length=128,
     )
-    torch.manual_seed(seed)
-    model = BertForSequenceClassification(config).eval()
-    model.save_pretrained(out, safe_serialization=True)
-    return out
+    config = BertConfig(
+        vocab_size=vocab_size, max_position_embeddings=128, type_vocab_size=2, num_labels=1, pad_token_id=0, **TINY_SIZE
+    )
+    return _save_model(out, BertForSequenceClassification, config, seed)
 
 
 def build_xlmr_cross_encoder(out: Path, seed: int = 2) -> Path:
     """`XLMRobertaForSequenceClassification` (type_vocab_size 1), pair template `<s> A </s></s> B </s>`."""
-    import torch
-    from tokenizers import processors
-    from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaForSequenceClassification
+    from transformers import XLMRobertaConfig, XLMRobertaForSequenceClassification
 
     out = Path(out)
-    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-    vocab = specials + WORDS + PUNCTUATION
-    tokenizer = _word_level(vocab, "<unk>", lowercase=True, keep_newlines=False)
-    bos, eos = vocab.index("<s>"), vocab.index("</s>")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
-    )
-    PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token="<s>",
-        eos_token="</s>",
-        sep_token="</s>",
-        cls_token="<s>",
-        unk_token="<unk>",
-        pad_token="<pad>",
-        mask_token="<mask>",
+    vocab_size = _encoder_tokenizer(
+        out,
+        {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>", "mask_token": "<mask>",
+         "sep_token": "</s>", "cls_token": "<s>"},
+        single="<s> $A </s>",
+        pair="<s> $A </s> </s> $B </s>",
         model_input_names=["input_ids", "attention_mask"],
         model_max_length=126,
-    ).save_pretrained(out)
+    )
     config = XLMRobertaConfig(
-        vocab_size=len(vocab),
-        hidden_size=64,
-        num_attention_heads=2,
-        num_hidden_layers=2,
-        intermediate_size=128,
+        vocab_size=vocab_size,
         max_position_embeddings=130,  # RoBERTa positions start after padding_idx (1): 128 usable
         type_vocab_size=1,
         num_labels=1,
-        initializer_range=0.2,
         pad_token_id=1,
         bos_token_id=0,
         eos_token_id=2,
-        architectures=["XLMRobertaForSequenceClassification"],
+        **TINY_SIZE,
     )
-    torch.manual_seed(seed)
-    XLMRobertaForSequenceClassification(config).eval().save_pretrained(out, safe_serialization=True)
-    return out
+    return _save_model(out, XLMRobertaForSequenceClassification, config, seed)
 
 
 QWEN3_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
@@ -163,7 +150,6 @@ def build_qwen3_reranker(out: Path, seed: int = 1) -> Path:
     vLLM's `is_original_qwen3_reranker` loader looks the two tokens up with
     `tokenizer.convert_tokens_to_ids("no")` / `("yes")` and keeps lm_head[yes] - lm_head[no] as the classifier.
     """
-    import torch
     from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
@@ -186,23 +172,16 @@ def build_qwen3_reranker(out: Path, seed: int = 1) -> Path:
     assert fast.convert_tokens_to_ids("yes") != fast.unk_token_id and fast.convert_tokens_to_ids("no") != fast.unk_token_id
     config = Qwen3Config(
         vocab_size=len(fast),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
         num_key_value_heads=1,
         head_dim=32,
         max_position_embeddings=128,
         tie_word_embeddings=False,  # lm_head must be loaded from the checkpoint (Qwen3-Reranker-8B is untied too)
-        initializer_range=0.2,
         bos_token_id=None,
         eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"),
-        architectures=["Qwen3ForCausalLM"],
+        **TINY_SIZE,
     )
-    torch.manual_seed(seed)
-    Qwen3ForCausalLM(config).eval().save_pretrained(out, safe_serialization=True)
-    return out
+    return _save_model(out, Qwen3ForCausalLM, config, seed)
 
 
 BUILDERS = {
