@@ -1,8 +1,10 @@
 """The FastAPI app: the routers of gateway.routes, the error handlers of gateway.errors, and the OpenAPI spec at
 `/openapi.json`.
 
-It is a Triton client only: every call goes to the `reranker` ensemble over gRPC through `AsyncRerankClient`
-(splitting lists longer than the server's own limit, merging, retrying UNAVAILABLE).
+It is a Triton client only: every call goes over gRPC through `AsyncRerankClient` (splitting lists longer than the
+server's own limit, merging, retrying UNAVAILABLE) to the ensemble the body's `model` names: RERANK_MODEL (and its
+aliases) or one of GATEWAY_MODELS. With GATEWAY_SHADOW_MODEL, a candidate gets a share of the default model's calls
+off the request path (gateway.shadow), and GET /metrics exports the comparison.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from prometheus_client import CollectorRegistry
 from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -22,9 +25,11 @@ from reranker_client import AsyncRerankClient
 
 from .errors import ApiError, handle_api_error, handle_http_error, handle_schema_error
 from .guard import Guard
-from .routes import cohere, health, score, vllm
+from .models import TritonModels
+from .routes import cohere, health, metrics, score, vllm
 from .service import Reranker
 from .settings import Settings
+from .shadow import Shadow, ShadowMetrics
 
 
 # gRPC waits up to 120 s (1 s growing by 1.6x) between attempts to reconnect a channel whose server went away, so
@@ -48,11 +53,11 @@ def channel_args() -> list[tuple[str, object]]:
     ]
 
 
-def _client(settings: Settings) -> AsyncRerankClient:
+def _client(settings: Settings, model: str, url: str | None = None) -> AsyncRerankClient:
     return AsyncRerankClient(
-        settings.triton_grpc_url,
+        url or settings.triton_grpc_url,
         protocol="grpc",
-        model_name=settings.triton_model,
+        model_name=model,
         max_concurrency=settings.max_concurrency,
         max_retries=settings.max_retries,
         backoff_s=settings.backoff_s,
@@ -61,18 +66,35 @@ def _client(settings: Settings) -> AsyncRerankClient:
     )
 
 
-def create_app(settings: Settings | None = None, client: AsyncRerankClient | None = None) -> FastAPI:
-    """The app; `client` replaces the one made from `settings` at start-up (tests)."""
+
+
+def create_app(settings: Settings | None = None, client: AsyncRerankClient | None = None,
+               clients: dict[str, AsyncRerankClient] | None = None) -> FastAPI:
+    """The app; `client` replaces the default model's client made from `settings` at start-up, `clients` those of
+    other ensembles and of the shadow candidate, by name (tests)."""
     settings = settings or Settings.from_env()
+    given = {**({settings.triton_model: client} if client is not None else {}), **(clients or {})}
+    registry = CollectorRegistry()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.reranker = Reranker(settings, client or _client(settings))
+        models = TritonModels(lambda model: _client(settings, model), given)
+        shadow, candidate_models = None, models
+        if settings.shadow is not None:
+            url = settings.shadow.triton_grpc_url
+            if url is not None:  # the candidate on a server of its own
+                candidate_models = TritonModels(lambda model: _client(settings, model, url), given)
+            metrics = ShadowMetrics(registry, settings.triton_model, settings.shadow.model)
+            shadow = Shadow(settings.shadow, candidate_models, metrics)
+            shadow.start()
+        app.state.reranker = Reranker(settings, models, shadow)
         try:
             yield
         finally:
-            if client is None:
-                await app.state.reranker.client.close()
+            if shadow is not None:
+                await shadow.stop()
+            for held in {id(m): m for m in (models, candidate_models)}.values():
+                await held.close()
 
     app = FastAPI(
         title="reranker gateway",
@@ -83,7 +105,8 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
         lifespan=lifespan,
     )
     app.state.settings = settings
-    for router in (cohere.router, vllm.router, score.router, health.router):
+    app.state.registry = registry
+    for router in (cohere.router, vllm.router, score.router, health.router, metrics.router):
         app.include_router(router)
     app.add_middleware(Guard, settings=settings)
     app.add_exception_handler(ApiError, handle_api_error)

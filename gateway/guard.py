@@ -18,8 +18,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# Probes and the spec: a kubelet or a load balancer has no key, and the spec holds nothing secret.
-OPEN_PATHS = frozenset({"/health", "/health/live", "/openapi.json", "/docs", "/redoc"})
+# Probes, metrics and the spec: a kubelet, a load balancer or Prometheus has no key, and none of them holds a secret.
+OPEN_PATHS = frozenset({"/health", "/health/live", "/metrics", "/openapi.json", "/docs", "/redoc"})
 
 
 class BodyTooLarge(Exception):

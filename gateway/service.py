@@ -1,6 +1,6 @@
-"""The one rerank job every API family shares: resolve the model name, check the call against the server's limits
-and the gateway's policy, call Triton through `AsyncRerankClient`, and turn its failures into `ApiError`s in the
-caller's field names."""
+"""The one rerank job every API family shares: resolve the model name, check the call against that model's limits
+and the gateway's policy, call its Triton ensemble through `AsyncRerankClient`, turn its failures into `ApiError`s in
+the caller's field names, and offer the default model's answered calls to the shadow candidate (gateway.shadow)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from reranker_client import AsyncRerankClient, CalibrationChangedError, RerankRe
 
 from .errors import ApiError, shown, triton_error
 from .limits import RERANK_FIELDS, Fields, check_call, in_caller_words
+from .models import TritonModels
 from .settings import Settings
+from .shadow import Shadow, ShadowCall
 
 log = logging.getLogger("gateway")
 
@@ -26,6 +28,7 @@ class RerankCall:
     instruction: str | None = None
     max_tokens_per_doc: int | None = None  # None: the model's max_model_len
     names: Fields = RERANK_FIELDS  # the caller's names of the query and the documents
+    model: str | None = None  # the served name (Reranker.model_name); None: the default model
 
 
 def per_document_cap(max_tokens_per_doc: int | None, truncate_prompt_tokens: int | None) -> int | None:
@@ -47,9 +50,14 @@ def per_document_cap(max_tokens_per_doc: int | None, truncate_prompt_tokens: int
 
 
 class Reranker:
-    def __init__(self, settings: Settings, client: AsyncRerankClient) -> None:
+    def __init__(self, settings: Settings, models: TritonModels, shadow: Shadow | None = None) -> None:
         self.settings = settings
-        self.client = client
+        self.models = models
+        self.shadow = shadow
+
+    async def client(self, model: str | None = None) -> AsyncRerankClient:
+        """The client of the ensemble that answers the served name `model` (None: the default)."""
+        return await self.models.client(self.settings.triton_name(model or self.settings.triton_model))
 
     def model_name(self, requested: str | None) -> str:
         """The served name the response reports: the caller's, when it is one of ours, else the default."""
@@ -57,27 +65,34 @@ class Reranker:
             return self.settings.triton_model
         if requested not in self.settings.models:
             served = ", ".join(self.settings.models)
-            raise ApiError("not_found", f"model {shown(requested)} is not served here; served: {served}",
-                           param="model")
+            raise ApiError("not_found", f"model {shown(requested)} is not served here; served: {served} "
+                           "(GET /health lists them)", param="model")
         return requested
 
-    async def limits(self) -> RequestLimits:
+    async def limits(self, model: str | None = None) -> RequestLimits:
         try:
-            return await self.client.limits()
+            return await (await self.client(model)).limits()
         except Exception as error:
             raise triton_error(error) from error
 
     async def is_ready(self) -> bool:
         """Triton ready and the model loaded, answered within health_timeout_s (a frozen server is not ready)."""
         try:
-            return await asyncio.wait_for(self.client.is_ready(), self.settings.health_timeout_s)
+            return await asyncio.wait_for(self._default_ready(), self.settings.health_timeout_s)
         except TimeoutError:
             return False
 
+    async def _default_ready(self) -> bool:
+        try:
+            client = await self.client()
+        except Exception:  # noqa: BLE001 - Triton unreachable, or the model not loaded: not ready
+            return False
+        return await client.is_ready()
+
     async def check(self, call: RerankCall) -> None:
         """Raise the call's first error against the server's limits and the gateway's policy."""
-        check_call(call.query, call.texts, call.instruction, await self.limits(), self.settings.max_documents,
-                   call.names)
+        check_call(call.query, call.texts, call.instruction, await self.limits(call.model),
+                   self.settings.max_documents, call.names)
 
     async def rerank(self, call: RerankCall, return_documents: bool = False) -> RerankResponse:
         await self.check(call)
@@ -89,12 +104,15 @@ class Reranker:
         # Like Cohere, Jina and vLLM: a top_n above the number of documents returns all of them.
         top_n = call.top_n if call.top_n is None or call.top_n <= n else n
         try:
-            return await self._rerank(call, top_n, return_documents)
+            response = await self._rerank(call, top_n, return_documents)
         except Exception as error:
             api_error = triton_error(error)
             if api_error.kind == "invalid":
                 raise in_caller_words(api_error.message, call.names) from error
             raise api_error from error
+        if self.shadow is not None and self.settings.triton_name(call.model or self.settings.triton_model) == self.settings.triton_model:
+            self.shadow.offer(ShadowCall(call.query, call.texts, call.instruction, call.max_tokens_per_doc, response))
+        return response
 
     async def _rerank(self, call: RerankCall, top_n: int | None, return_documents: bool) -> RerankResponse:
         """A split call whose requests straddled a calibration-profile swap is sent again, once: the second try
@@ -106,7 +124,8 @@ class Reranker:
             return await self._send(call, top_n, return_documents)
 
     async def _send(self, call: RerankCall, top_n: int | None, return_documents: bool) -> RerankResponse:
-        return await self.client.rerank(
+        client = await self.client(call.model)
+        return await client.rerank(
             call.query, call.texts, top_n=top_n, instruction=call.instruction,
             return_documents=return_documents, max_tokens_per_doc=call.max_tokens_per_doc,
         )

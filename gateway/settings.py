@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,20 @@ class Settings:
     api_key: str | None = field(default=None, repr=False)
     health_timeout_s: float = 2.0  # GATEWAY_HEALTH_TIMEOUT_S: /health answers 503 when Triton is slower
     log_level: str = "info"  # GATEWAY_LOG_LEVEL
+    # GATEWAY_MODELS: more Triton ensembles served by their own name in the body's `model` (each its own client
+    # and limits), e.g. a second model next to `reranker` (`reranker-model ensemble`)
+    other_models: tuple[str, ...] = ()
+    shadow: ShadowSettings | None = None  # GATEWAY_SHADOW_*: a candidate model compared off the request path
 
     @property
     def models(self) -> tuple[str, ...]:
-        """Names the body's `model` may take."""
-        return (self.triton_model, *(a for a in self.model_aliases if a != self.triton_model))
+        """Names the body's `model` may take: the default, its aliases, the other ensembles."""
+        names = (self.triton_model, *self.model_aliases, *self.other_models)
+        return tuple(dict.fromkeys(names))
+
+    def triton_name(self, model: str) -> str:
+        """The ensemble that answers a served name: an alias is the default model."""
+        return model if model in self.other_models else self.triton_model
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -52,7 +62,11 @@ class Settings:
                 raise ValueError(f"{name}={value!r} is not a valid {kind.__name__}") from None
 
         defaults = cls()
-        aliases = tuple(a.strip() for a in env.get("GATEWAY_MODEL_ALIASES", "").split(",") if a.strip())
+
+        def names(variable: str) -> tuple[str, ...]:
+            return tuple(a.strip() for a in env.get(variable, "").split(",") if a.strip())
+
+        aliases = names("GATEWAY_MODEL_ALIASES")
         key_file = env.get("GATEWAY_API_KEY_FILE", "").strip()
         api_key = Path(key_file).read_text() if key_file else env.get("GATEWAY_API_KEY", "")
         return cls(
@@ -71,4 +85,49 @@ class Settings:
             api_key=api_key.strip() or None,
             health_timeout_s=get("GATEWAY_HEALTH_TIMEOUT_S", defaults.health_timeout_s, float),
             log_level=get("GATEWAY_LOG_LEVEL", defaults.log_level),
+            other_models=names("GATEWAY_MODELS"),
+            shadow=ShadowSettings.from_env(get) if get("GATEWAY_SHADOW_MODEL", "") else None,
+        )
+
+
+@dataclass(frozen=True)
+class ShadowSettings:
+    """A candidate model that gets a fraction of the default model's calls after they are answered."""
+
+    model: str  # GATEWAY_SHADOW_MODEL: the candidate's Triton ensemble
+    fraction: float = 0.1  # GATEWAY_SHADOW_FRACTION: share of the default model's answered calls sent to it
+    # GATEWAY_SHADOW_TRITON_GRPC_URL: where the candidate is served; default TRITON_GRPC_URL (a candidate on its own
+    # server takes no capacity from the primary)
+    triton_grpc_url: str | None = None
+    queue_size: int = 64  # GATEWAY_SHADOW_QUEUE: calls waiting for the candidate; one more is dropped and counted
+    concurrency: int = 2  # GATEWAY_SHADOW_CONCURRENCY: candidate calls in flight at once
+    timeout_s: float = 10.0  # GATEWAY_SHADOW_TIMEOUT_S: a slower candidate call counts as failed
+    top_k: int = 10  # GATEWAY_SHADOW_TOP_K: the k of the top-k overlap
+    # GATEWAY_SHADOW_PROFILE: the candidate's calibration profile (JSON); with a raw_score_distribution, the PSI of
+    # the candidate's last GATEWAY_SHADOW_DRIFT_WINDOW raw scores against it is exported
+    profile: Path | None = None
+    drift_window: int = 1000
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.fraction <= 1.0:
+            raise ValueError(f"GATEWAY_SHADOW_FRACTION={self.fraction} is not in [0, 1]")
+        for name, value in (("QUEUE", self.queue_size), ("CONCURRENCY", self.concurrency),
+                            ("TOP_K", self.top_k), ("DRIFT_WINDOW", self.drift_window)):
+            if value < 1:
+                raise ValueError(f"GATEWAY_SHADOW_{name}={value} must be at least 1")
+
+    @classmethod
+    def from_env(cls, get: Callable[..., Any]) -> ShadowSettings:
+        defaults = cls("")
+        profile = get("GATEWAY_SHADOW_PROFILE", "")
+        return cls(
+            model=get("GATEWAY_SHADOW_MODEL", ""),
+            fraction=get("GATEWAY_SHADOW_FRACTION", defaults.fraction, float),
+            triton_grpc_url=get("GATEWAY_SHADOW_TRITON_GRPC_URL", None),
+            queue_size=get("GATEWAY_SHADOW_QUEUE", defaults.queue_size, int),
+            concurrency=get("GATEWAY_SHADOW_CONCURRENCY", defaults.concurrency, int),
+            timeout_s=get("GATEWAY_SHADOW_TIMEOUT_S", defaults.timeout_s, float),
+            top_k=get("GATEWAY_SHADOW_TOP_K", defaults.top_k, int),
+            profile=Path(profile) if profile else None,
+            drift_window=get("GATEWAY_SHADOW_DRIFT_WINDOW", defaults.drift_window, int),
         )

@@ -3,7 +3,9 @@
     reranker-model check MODEL [--load]
     reranker-model add NAME MODEL [--documents sample.jsonl] [--gpu] [--max-model-len N]
     reranker-model score NAME pairs.jsonl -o scores.jsonl
+    reranker-model ensemble NAME DIR [--as ENSEMBLE]
     tritonserver --model-config-name=NAME   (scripts/start_server.sh --model-config-name=NAME)
+    tritonserver --model-repository=model_repository --model-repository=DIR   (both models side by side)
 
 MODEL is a folder with config.json, package:<module>/<dir>, or a hub id in the local Hugging Face cache. `score`
 writes each pair with its raw_score, which `reranker-calibrate fit --raw-scores-from` reads.
@@ -53,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("pairs", type=Path, help='JSONL: {"query", "document", ...}; other fields are kept')
     score.add_argument("-o", "--output", type=Path, required=True)
     score.add_argument("--instruction", help="a yes/no reranker's instruction (its default when not given)")
+    ensemble = sub.add_parser("ensemble", help="a second repository serving the variant as its own ensemble")
+    ensemble.add_argument("name", help="a variant (configs/NAME.pbtxt), or 'default' for config.pbtxt")
+    ensemble.add_argument("out", type=Path, help="the folder to pass as a second --model-repository")
+    ensemble.add_argument("--as", dest="ensemble", help="the ensemble's name (default: NAME)")
     return parser
 
 
@@ -133,6 +139,21 @@ def run_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_ensemble(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from .beside import Beside
+
+    name = args.ensemble or args.name
+    beside = Beside(args.repository, args.name, args.out, name, tuple(["reranker-model", *argv[argv.index("ensemble"):]]))
+    written = beside.write()
+    steps = " -> ".join(path.parent.name for path in written[1:] if path.name == "config.pbtxt")
+    print(f"ensemble {name}: {steps}")
+    for path in written:
+        print(f"wrote {path}")
+    print(f"serve both: scripts/start_server.sh --model-repository={args.out} "
+          f"(tritonserver --model-repository={args.repository} --model-repository={args.out})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -141,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_check(args)
         if args.command == "add":
             return run_add(args, argv)
+        if args.command == "ensemble":
+            return run_ensemble(args, argv)
         return run_score(args)
     except (RefusedModel, ValueError, FileNotFoundError) as exc:
         print(f"reranker-model {args.command}: refused: {exc}", file=sys.stderr)

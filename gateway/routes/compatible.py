@@ -47,6 +47,7 @@ async def answer(body: RerankRequest, reranker: Reranker, dialect: Dialect) -> R
         top_n=top_n,
         instruction=body.instruction,
         max_tokens_per_doc=cap,
+        model=model,
     )
     return_documents = dialect.return_documents if body.return_documents is None else body.return_documents
     response = await reranker.rerank(call)

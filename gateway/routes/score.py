@@ -46,7 +46,7 @@ def _groups(pair_queries: Sequence[str]) -> dict[str, list[int]]:
     return groups
 
 
-async def _scores(body: ScoreRequest, service: Reranker) -> list[float]:
+async def _scores(body: ScoreRequest, service: Reranker, model: str) -> list[float]:
     cap = per_document_cap(None, body.truncate_prompt_tokens)
     queries, documents = body.pairs()
     pair_queries = _pairs(queries, documents)
@@ -56,7 +56,7 @@ async def _scores(body: ScoreRequest, service: Reranker) -> list[float]:
     calls = []
     for query, positions in _groups(pair_queries).items():
         query_name = "text_1" if len(queries) == 1 else f"text_1[{positions[0]}]"
-        call = RerankCall(query=query, texts=[documents[p] for p in positions], max_tokens_per_doc=cap,
+        call = RerankCall(query=query, texts=[documents[p] for p in positions], max_tokens_per_doc=cap, model=model,
                           names=Fields(query=query_name, documents="text_2", positions=positions))
         await service.check(call)  # every call before the first is sent
         calls.append(call)
@@ -78,7 +78,7 @@ async def _scores(body: ScoreRequest, service: Reranker) -> list[float]:
 
 async def _answer(body: ScoreRequest, service: Reranker) -> ScoreResponse:
     model = service.model_name(body.model)
-    scores = await _scores(body, service)
+    scores = await _scores(body, service, model)
     return ScoreResponse(
         id=f"score-{uuid.uuid4().hex}",
         created=int(time.time()),

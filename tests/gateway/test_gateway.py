@@ -92,7 +92,7 @@ def test_an_unknown_model_is_404(gateway):
     response = post(gateway, "/v2/rerank", model="rerank-english-v3.0", query=QUERY, documents=[RELEVANT])
     assert response.status_code == 404
     assert response.json()["message"] == (
-        "model 'rerank-english-v3.0' is not served here; served: reranker, rerank-default"
+        "model 'rerank-english-v3.0' is not served here; served: reranker, rerank-default (GET /health lists them)"
     )
 
 

@@ -93,7 +93,7 @@ def test_a_long_model_name_is_not_echoed_whole():
     response = post(StubClient(), model="m" * 1_000_000)
     assert response.status_code == 404
     assert response.json()["message"] == (
-        f"model {'m' * 64!r}... (1000000 characters) is not served here; served: reranker")
+        f"model {'m' * 64!r}... (1000000 characters) is not served here; served: reranker (GET /health lists them)")
     assert len(response.content) < 1000
 
 
@@ -195,7 +195,7 @@ def test_score_pairs_as_vllm_does_in_one_call_per_query(text_1, text_2, sent):
         ({"text_1": [], "text_2": ["a"]}, 400, "text_1 is empty: at least one text element must be given", "text_1"),
         ({"text_1": "q", "text_2": []}, 400, "text_2 is empty: at least one text_pair element must be given", "text_2"),
         ({"text_1": "q", "text_2": ["a"], "model": "other"}, 404,
-         "model 'other' is not served here; served: reranker", "model"),
+         "model 'other' is not served here; served: reranker (GET /health lists them)", "model"),
     ],
 )
 def test_score_refusals_name_the_field(body, status, message, param):

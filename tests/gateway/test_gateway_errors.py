@@ -112,7 +112,7 @@ def test_per_request_truncation_becomes_max_tokens_per_doc(path, fields, sent):
         ("/rerank", {"truncate_prompt_tokens": 0}, "truncate_prompt_tokens",
          "truncate_prompt_tokens must be -1 or at least 1, got 0"),
         ("/v1/rerank", {"model": "rerank-english-v3.0"}, "model",
-         "model 'rerank-english-v3.0' is not served here; served: reranker"),
+         "model 'rerank-english-v3.0' is not served here; served: reranker (GET /health lists them)"),
         ("/v2/rerank", {"documents": ["a", 3]}, "documents[1]", "documents[1]: Input should be a valid string"),
         ("/v1/rerank", {"query": None}, "query", "query: Input should be a valid string"),
     ],

@@ -1,0 +1,82 @@
+"""`reranker-model ensemble`: a second model repository that serves a variant under its own ensemble name, next to
+`reranker` in the same tritonserver (`--model-repository` given twice).
+
+Triton names a model by its folder and wants every name once across its repositories, so the variant's steps are
+copied under names of their own: ensemble NAME runs NAME_preprocess -> NAME_engine -> NAME_calibrate. Each step's
+config.pbtxt is the variant's configs/<variant>.pbtxt (config.pbtxt for `default`) with only the name changed, its
+1/model.py the repository's thin adapter byte for byte, and the calibrate step gets its own copy of the profile, so
+each model keeps its own instances and its own calibration. The ensemble is `reranker`'s with the step names mapped.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .variant import STEPS, read_config
+
+ENSEMBLE = "reranker"  # the repository's ensemble, whose wiring the copy keeps
+ADAPTER = Path("1") / "model.py"
+
+
+def step_name(ensemble: str, step: str) -> str:
+    """rerank_preprocess -> NAME_preprocess."""
+    return f"{ensemble}_{step.removeprefix('rerank_')}"
+
+
+def variant_config_path(repository: Path, step: str, variant: str) -> Path:
+    folder = repository / step
+    path = folder / "config.pbtxt" if variant == "default" else folder / "configs" / f"{variant}.pbtxt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no variant '{variant}' (reranker-model add {variant} MODEL writes it)")
+    return path
+
+
+@dataclass(frozen=True)
+class Beside:
+    """Variant `variant` of `repository`, served from folder `out` as ensemble `name`."""
+
+    repository: Path
+    variant: str
+    out: Path
+    name: str
+    command: tuple[str, ...] = ()
+
+    def header(self) -> str:
+        line = f"# {shlex.join(self.command)}\n" if self.command else ""
+        return line + (f"# Variant '{self.variant}' of {self.repository} served as ensemble '{self.name}' beside "
+                       f"'{ENSEMBLE}'; the settings' reasons: that repository's config.pbtxt files.\n")
+
+    def write(self) -> list[Path]:
+        """Write the ensemble and its three steps; returns the files written."""
+        from google.protobuf import text_format
+
+        names = {step: step_name(self.name, step) for step in STEPS}
+        written = []
+        for step, name in names.items():
+            config = read_config(variant_config_path(self.repository, step, self.variant))
+            config.name = name
+            folder = self.out / name
+            (folder / ADAPTER.parent).mkdir(parents=True, exist_ok=True)
+            written.append(self._write_text(folder / "config.pbtxt", text_format.MessageToString(config)))
+            written.append(Path(shutil.copyfile(self.repository / step / ADAPTER, folder / ADAPTER)))
+            if "calibration_profile" in config.parameters:
+                written.append(self._copy_profile(step, folder, config.parameters["calibration_profile"].string_value))
+        ensemble = read_config(self.repository / ENSEMBLE / "config.pbtxt")
+        ensemble.name = self.name
+        for step in ensemble.ensemble_scheduling.step:
+            step.model_name = names[step.model_name]
+        (self.out / self.name / "1").mkdir(parents=True, exist_ok=True)  # an ensemble needs a version folder
+        written.insert(0, self._write_text(self.out / self.name / "config.pbtxt", text_format.MessageToString(ensemble)))
+        return written
+
+    def _write_text(self, path: Path, text: str) -> Path:
+        path.write_text(self.header() + text)
+        return path
+
+    def _copy_profile(self, step: str, folder: Path, relative: str) -> Path:
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copyfile(self.repository / step / relative, target))
