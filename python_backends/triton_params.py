@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .json_text import decode_json_object
+
 
 class ConfigError(ValueError):
     """A model's config.pbtxt is missing a parameter or holds a bad value."""
@@ -75,9 +77,6 @@ class ModelParameters:
         if not value:
             return {}
         try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"model '{self.model_name}': parameter '{key}' is not valid JSON: {exc}") from None
-        if not isinstance(parsed, dict):
-            raise ConfigError(f"model '{self.model_name}': parameter '{key}' must be a JSON object")
-        return parsed
+            return decode_json_object(value)
+        except ValueError as problem:
+            raise ConfigError(f"model '{self.model_name}': parameter '{key}' is {problem}") from None

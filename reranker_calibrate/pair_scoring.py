@@ -19,6 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from python_backends.json_text import decode_json_object
+
 
 class DataError(ValueError):
     """A data or score file line that cannot be used; the message is "<file>:<line>: <problem>"."""
@@ -59,12 +61,9 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{number}: not valid JSON: {e.msg}") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{path}:{number}: each line must be a JSON object")
-        rows.append((number, obj))
+            rows.append((number, decode_json_object(line)))
+        except ValueError as problem:
+            raise DataError(f"{path}:{number}: {problem}") from None
     if not rows:
         raise DataError(f"{path}: no pairs")
     return rows

@@ -32,6 +32,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..json_text import decode_json
 from .drift import ScoreDistribution
 from .profiles import CALIBRATORS, CalibrationProfile
 
@@ -125,9 +126,9 @@ def load_profile(path: str | os.PathLike[str]) -> CalibrationProfile:
     except OSError as e:
         raise CalibrationProfileError(f"{p}: cannot read: {e.strerror}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CalibrationProfileError(f"{p}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+        data = decode_json(text)
+    except ValueError as problem:
+        raise CalibrationProfileError(f"{p}: {problem}") from None
     return profile_from_dict(data, source=str(p))
 
 
