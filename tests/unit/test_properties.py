@@ -59,6 +59,17 @@ def _run(pre: Preprocessor, query: str, docs: list[str]):
         return None
 
 
+def _sequences(preprocessors, name: str, query: str, docs: list[str]) -> tuple[str, list[np.ndarray], list[np.ndarray]]:
+    """The family's checkpoint and, one array per sequence, the token ids and token types of the request; no
+    sequences when the family refuses it."""
+    pre, path = preprocessors[name]
+    out = _run(pre, query, docs)
+    if out is None:
+        return path, [], []
+    starts = np.cumsum(out.sequence_lengths)[:-1]
+    return path, np.split(out.token_ids, starts), np.split(out.token_type_ids, starts)
+
+
 @PROPERTY_SETTINGS
 @given(query=texts, docs=documents)
 def test_every_sequence_fits_and_one_comes_per_document(preprocessors, query, docs):
@@ -77,13 +88,10 @@ def test_every_sequence_fits_and_one_comes_per_document(preprocessors, query, do
 @PROPERTY_SETTINGS
 @given(query=texts, docs=documents)
 def test_qwen3_prompt_keeps_template_and_query_whole(preprocessors, query, docs):
-    pre, path = preprocessors["qwen3"]
-    out = _run(pre, query, docs)
-    if out is None:
-        return
+    path, sequences, _ = _sequences(preprocessors, "qwen3", query, docs)
     prefix, suffix = _tokens(path, QWEN3_PREFIX), _tokens(path, QWEN3_SUFFIX)
     query_tokens = _tokens(path, f"<Query>: {query}\n")
-    for seq in np.split(out.token_ids, np.cumsum(out.sequence_lengths)[:-1]):
+    for seq in sequences:
         seq = seq.tolist()
         assert seq[: len(prefix)] == prefix
         assert seq[-len(suffix):] == suffix
@@ -94,15 +102,9 @@ def test_qwen3_prompt_keeps_template_and_query_whole(preprocessors, query, docs)
 @PROPERTY_SETTINGS
 @given(query=texts, docs=documents)
 def test_cross_encoder_pairs_start_with_the_whole_query(preprocessors, query, docs):
-    pre, path = preprocessors["bert"]
-    out = _run(pre, query, docs)
-    if out is None:
-        return
+    path, sequences, token_types = _sequences(preprocessors, "bert", query, docs)
     query_tokens = _tokens(path, query)
-    for seq, types in zip(
-        np.split(out.token_ids, np.cumsum(out.sequence_lengths)[:-1]),
-        np.split(out.token_type_ids, np.cumsum(out.sequence_lengths)[:-1]),
-    ):
+    for seq, types in zip(sequences, token_types):
         assert seq[1: 1 + len(query_tokens)].tolist() == query_tokens  # after [CLS]
         assert types[: len(query_tokens) + 2].tolist() == [0] * (len(query_tokens) + 2)  # [CLS] q [SEP]
         assert types[len(query_tokens) + 2:].tolist() == [1] * (len(seq) - len(query_tokens) - 2)
