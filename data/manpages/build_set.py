@@ -71,13 +71,11 @@ def download(dest: Path) -> list[Path]:
     return debs
 
 
+# groff's two-letter glyph names that plain text has a character for; any other \(xx glyph is dropped
+_GLYPHS = {"aq": "'", "cq": "'", "dq": '"', "lq": '"', "rq": '"', "em": "-", "en": "-", "mi": "-", "hy": "-", "bu": "*"}
 _ESCAPES = [
     (re.compile(r"\\f(\[[^\]]*\]|\(..|.)"), ""),  # font changes
-    (re.compile(r"\\\((aq|cq)"), "'"),
-    (re.compile(r"\\\((dq|lq|rq)"), '"'),
-    (re.compile(r"\\\((em|en|mi|hy)"), "-"),
-    (re.compile(r"\\\(bu"), "*"),
-    (re.compile(r"\\\(.."), ""),
+    (re.compile(r"\\\((..)"), lambda glyph: _GLYPHS.get(glyph[1], "")),
     (re.compile(r"\\\[[^\]]*\]"), ""),
     (re.compile(r"\\\*(\(..|\[[^\]]*\]|.)"), ""),
     (re.compile(r"\\[-]"), "-"),
