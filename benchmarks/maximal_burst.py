@@ -7,8 +7,11 @@ while they are handled. Printed and written as JSON:
 
     .venv/bin/python -m benchmarks.maximal_burst --out benchmarks/results/cpu-maximal-burst.json
 
-`--model-repository` runs another repository (e.g. an earlier commit's, from `git archive <commit> model_repository`)
-with this checkout's package.
+`--model-repository` runs another repository with this checkout's package. `--before <commit>` first runs that
+commit's model_repository with that commit's `python_backends` (both from `git archive`; each model.py is made to
+import the old package first, since the stub ignores PYTHONPATH), then this checkout's, and writes both:
+
+    .venv/bin/python -m benchmarks.maximal_burst --before 7d1188c --out benchmarks/results/cpu-maximal-burst.json
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import tempfile
 import threading
 import time
@@ -115,29 +119,49 @@ async def _burst(url: str, limits: RequestLimits, concurrency: int, timeout_s: f
         await client.close()
 
 
+def _old_checkout(commit: str, folder: Path) -> Path:
+    """`commit`'s model_repository and python_backends under `folder`; its model.py files import that package."""
+    archive = subprocess.run(["git", "archive", commit, "model_repository", "python_backends"], cwd=ROOT,
+                             capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    for model in (folder / "model_repository").glob("*/1/model.py"):
+        model.write_text(f"import sys; sys.path.insert(0, {str(folder)!r})\n" + model.read_text())
+    return folder / "model_repository"
+
+
+def run(repository: Path, concurrency: int, timeout_s: float) -> dict:
+    limits = _limits(repository)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_server(Path(tmp) / "server.log", model_repository=repository.resolve())
+        sampler = Sampler(server.process.pid)
+        try:
+            idle = {"tritonserver": _rss_mb(server.process.pid),
+                    **{m: _rss_mb(p) for m, p in _stubs(server.process.pid).items()}}
+            sampler.start()
+            answers = asyncio.run(_burst(server.grpc_url, limits, concurrency, timeout_s))
+            time.sleep(1.0)
+            sampler.stop.set()
+            sampler.join()
+        finally:
+            stop_server(server)
+    return {"model_repository": str(repository), "limits": vars(limits), "concurrency": concurrency, "idle_rss_mb": idle,
+            "peak_mb": {k: round(v, 1) for k, v in sampler.peak.items()}, "answers": answers}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--timeout-s", type=float, default=240)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--model-repository", type=Path, default=ROOT / "model_repository")
+    parser.add_argument("--before", help="commit whose repository and package run first, for a before/after table")
     args = parser.parse_args(argv)
-    limits = _limits(args.model_repository)
-    with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp) / "server.log", model_repository=args.model_repository.resolve())
-        sampler = Sampler(server.process.pid)
-        try:
-            idle = {"tritonserver": _rss_mb(server.process.pid),
-                    **{m: _rss_mb(p) for m, p in _stubs(server.process.pid).items()}}
-            sampler.start()
-            answers = asyncio.run(_burst(server.grpc_url, limits, args.concurrency, args.timeout_s))
-            time.sleep(1.0)
-            sampler.stop.set()
-            sampler.join()
-        finally:
-            stop_server(server)
-    result = {"model_repository": str(args.model_repository), "limits": vars(limits), "concurrency": args.concurrency, "idle_rss_mb": idle,
-              "peak_mb": {k: round(v, 1) for k, v in sampler.peak.items()}, "answers": answers}
+    if args.before:
+        with tempfile.TemporaryDirectory() as old:
+            before = {"commit": args.before, **run(_old_checkout(args.before, Path(old)), args.concurrency, args.timeout_s)}
+        result = {"before": before, "after": run(args.model_repository, args.concurrency, args.timeout_s)}
+    else:
+        result = run(args.model_repository, args.concurrency, args.timeout_s)
     print(json.dumps(result, indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
