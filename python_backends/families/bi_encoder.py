@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..preprocess.tokenization import EncodedRequest, EncoderBase, query_budget_error
+from ..preprocess.tokenization import EncodedRequest, EncoderBase, flatten_documents, query_budget_error
 from .base import Checkpoint, ModelFamily, ScoreKind, as_float32
 
 
@@ -24,13 +24,14 @@ class BiEncoderTexts(EncoderBase):
         query_enc = self._encode_query(query)
         if len(query_enc.ids) > budget:
             raise query_budget_error(len(query_enc.ids), budget)
-        ids, owners, truncated = [self._tok.post_process(query_enc, add_special_tokens=True).ids], [-1], 0
-        for index, (pieces, cut) in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
-            truncated += cut
-            for piece in pieces:
-                ids.append(self._tok.post_process(piece, add_special_tokens=True).ids)
-                owners.append(index)
-        return EncodedRequest(ids, owners, None, truncated)
+        texts, owners, truncated = flatten_documents(
+            [
+                ([self._tok.post_process(piece, add_special_tokens=True).ids for piece in pieces], cut)
+                for pieces, cut in self._documents(documents, budget, max_tokens_per_doc)
+            ]
+        )
+        query_ids = self._tok.post_process(query_enc, add_special_tokens=True).ids
+        return EncodedRequest([query_ids, *texts], [-1, *owners], None, truncated)
 
 
 def cosine_to_first(embeddings: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@ classifier's logit."""
 
 from __future__ import annotations
 
-from ..preprocess.tokenization import EncodedRequest, EncoderBase, LongDocuments, query_budget_error
+from ..preprocess.tokenization import EncodedRequest, EncoderBase, LongDocuments, flatten_documents, query_budget_error
 from .base import Checkpoint, ClassifierLogit, ModelFamily, UnsupportedModelError
 
 
@@ -25,15 +25,13 @@ class CrossEncoderPairs(EncoderBase):
         budget = self._max_len - self._specials - len(query_enc.ids)
         if budget < 1:
             raise query_budget_error(len(query_enc.ids) + self._specials, self._max_len)
-        ids, types, owners, truncated = [], [], [], 0
-        for index, (pieces, cut) in enumerate(self._documents(documents, budget, max_tokens_per_doc)):
-            truncated += cut
-            for piece in pieces:
-                pair = self._tok.post_process(query_enc, piece, add_special_tokens=True)
-                ids.append(pair.ids)
-                types.append(pair.type_ids)
-                owners.append(index)
-        return EncodedRequest(ids, owners, types, truncated)
+        pairs, owners, truncated = flatten_documents(
+            [
+                ([self._tok.post_process(query_enc, piece, add_special_tokens=True) for piece in pieces], cut)
+                for pieces, cut in self._documents(documents, budget, max_tokens_per_doc)
+            ]
+        )
+        return EncodedRequest([pair.ids for pair in pairs], owners, [pair.type_ids for pair in pairs], truncated)
 
 
 class CrossEncoder(ModelFamily):

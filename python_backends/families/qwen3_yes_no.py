@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..preprocess.tokenization import EncodedRequest, EncoderBase, LongDocuments, check_not_empty, query_budget_error
+from ..preprocess.tokenization import (
+    EncodedRequest,
+    EncoderBase,
+    LongDocuments,
+    flatten_documents,
+    check_not_empty,
+    query_budget_error,
+)
 from .base import Checkpoint, ClassifierLogit, ModelFamily
 
 QWEN3_DEFAULT_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
@@ -69,17 +76,15 @@ class Qwen3YesNoPrompts(EncoderBase):
             raise query_budget_error(head_tokens + len(self._prefix) + len(self._suffix), self._max_len)
         span = self._long.span(budget - head_tokens, max_tokens_per_doc)
         bodies, partial = self._bounded.encode_batch(documents, span, head=body_head, head_tokens=head_tokens)
-        ids, owners, truncated = [], [], 0
+        prompts = []
         for index, (body, shortened) in enumerate(zip(bodies, partial)):
             # The body ends with the document: only the part after the query head is cut or windowed.
             body_ids = body.ids  # each .ids read builds a new list
             head, document = body_ids[:head_tokens], body_ids[head_tokens:]
             check_not_empty(f"DOCUMENTS[{index}]", document, self._specials_ids)
             pieces, cut = self._long.fit_ids(document, budget - head_tokens, max_tokens_per_doc)
-            truncated += cut or shortened
-            for piece in pieces:
-                ids.append(self._prefix + head + piece + self._suffix)
-                owners.append(index)
+            prompts.append(([self._prefix + head + piece + self._suffix for piece in pieces], cut or shortened))
+        ids, owners, truncated = flatten_documents(prompts)
         return EncodedRequest(ids, owners, None, truncated)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from tokenizers import Encoding, Tokenizer
 from transformers import AutoTokenizer
@@ -51,6 +51,19 @@ class EncodedRequest:
 
     def __post_init__(self) -> None:
         self.lengths = [len(ids) for ids in self.token_ids]
+
+
+Piece = TypeVar("Piece")  # one sequence as a family builds it: token ids, or a tokenizers Encoding
+
+
+def flatten_documents(documents: list[tuple[list[Piece], bool]]) -> tuple[list[Piece], list[int], int]:
+    """Each document's sequences and whether it did not fit whole -> all sequences in order, the document each
+    belongs to, and how many documents did not fit whole (EncodedRequest's truncated)."""
+    sequences, owners = [], []
+    for index, (pieces, cut) in enumerate(documents):
+        sequences.extend(pieces)
+        owners.extend([index] * len(pieces))
+    return sequences, owners, sum(cut for _, cut in documents)
 
 
 class RequestEncoder(Protocol):
