@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 
 from benchmarks import engine_config, hf_cache
-from benchmarks.procs import ROOT, ServerProcess, free_port, http_json, http_ok, log
+from benchmarks.procs import ROOT, ServerProcess, http_json, log
 from benchmarks.settings import Settings
 from benchmarks.systems import overload, perf_analyzer, triton_stats
 from benchmarks.systems.common import drive
 from benchmarks.workload import Workload
 from loadtest import payload
+from tools.local_server import free_port, http_ok
 
 BENCH_CONFIG = "bench"
 # What Triton logs when a model cannot load (then it exits, or serves without that model): stop waiting at once.

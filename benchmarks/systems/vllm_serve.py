@@ -19,10 +19,11 @@ import urllib.request
 from pathlib import Path
 
 from benchmarks import engine_config
-from benchmarks.procs import ServerProcess, free_port, http_ok, log
+from benchmarks.procs import ServerProcess, log
 from benchmarks.settings import Settings
 from benchmarks.systems.common import drive
 from benchmarks.workload import Workload
+from tools.local_server import free_port, http_ok
 
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # what a model cannot load without (everything else is vLLM's default in the `vllm_default` variant)

@@ -13,7 +13,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from tests.support.ports import free_port
+from tools.local_server import free_port
 from tests.support.triton_server import RunningServer
 
 REPO = Path(__file__).resolve().parents[2]

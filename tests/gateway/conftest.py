@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.ports import free_port
+from tools.local_server import free_port
 from tests.support.triton_server import ROOT, RunningServer
 
 GATEWAY_START_TIMEOUT_S = 60.0

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.support.ports import free_port
+from tools.local_server import free_port
 
 from .conftest import RunningGateway, start_gateway, stop_gateway
 from .tcp_proxy import TcpProxy

@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tests.support.ports import free_port  # noqa: E402 - after the repository root is on sys.path
+from tools.local_server import free_port  # noqa: E402 - after the repository root is on sys.path
 
 EXPECTED = Path(__file__).resolve().with_name("expected_cpu.json")
 VARIANT = "gpucheck"  # the config variant written into the copied repository (--model-config-name)

@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import hf_cache  # noqa: E402
-from benchmarks.procs import free_port, http_ok  # noqa: E402
+from tools.local_server import free_port, http_ok  # noqa: E402
 
 VALUES = ROOT / "deploy" / "helm" / "reranker" / "values.yaml"
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reranker_client import RerankClient
-from tests.support.ports import free_port
 from tests.support.shared_memory import LEDGER
+from tools.local_server import free_port, http_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = float(os.environ.get("TRITON_START_TIMEOUT_S", "300"))
@@ -44,14 +44,6 @@ class RunningServer:
         return self.process.poll() is None
 
 
-def _ready(http_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{http_url}/v2/health/ready", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 def start_server(log_path: Path, model_repository: Path | None = None, extra_args: tuple[str, ...] = ()) -> RunningServer:
     ports = {"HTTP_PORT": free_port(), "GRPC_PORT": free_port(), "METRICS_PORT": free_port()}
     admin_key = secrets.token_urlsafe(16)
@@ -75,7 +67,7 @@ def start_server(log_path: Path, model_repository: Path | None = None, extra_arg
     while time.monotonic() < deadline:
         if not server.is_alive():
             raise RuntimeError(f"tritonserver exited with {process.returncode}:\n{server.log_tail()}")
-        if _ready(server.http_url):
+        if http_ok(f"http://{server.http_url}/v2/health/ready"):
             return server
         time.sleep(0.5)
     stop_server(server)
