@@ -148,10 +148,15 @@ def run_ensemble(args: argparse.Namespace, argv: Sequence[str]) -> int:
     steps = " -> ".join(path.parent.name for path in written[1:] if path.name == "config.pbtxt")
     print(f"ensemble {name}: {steps}")
     for path in written:
-        print(f"wrote {path}")
-    print(f"serve both: scripts/start_server.sh --model-repository={args.out} "
-          f"(tritonserver --model-repository={args.repository} --model-repository={args.out})")
+        print(f"wrote {_shown(path)}")
+    print(f"serve both: scripts/start_server.sh --model-repository={_shown(args.out)} "
+          f"(tritonserver --model-repository={_shown(args.repository)} --model-repository={_shown(args.out)})")
     return 0
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it here: relative to the working directory when under it."""
+    return str(path.resolve().relative_to(Path.cwd())) if path.resolve().is_relative_to(Path.cwd()) else str(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,15 +52,15 @@ def start_gateway(triton_grpc_url: str, log_path: Path, **env: str) -> RunningGa
     """`python -m gateway` on a free port in front of `triton_grpc_url`, once it answers /health/live; `env`
     adds GATEWAY_* settings."""
     port = free_port()
-    environment = dict(
-        os.environ,
-        TRITON_GRPC_URL=triton_grpc_url,
-        GATEWAY_HOST="127.0.0.1",
-        GATEWAY_PORT=str(port),
-        GATEWAY_MODEL_ALIASES=",".join(MODEL_ALIASES),
-        GATEWAY_LOG_LEVEL="warning",
+    environment = {
+        **os.environ,
+        "TRITON_GRPC_URL": triton_grpc_url,
+        "GATEWAY_HOST": "127.0.0.1",
+        "GATEWAY_PORT": str(port),
+        "GATEWAY_MODEL_ALIASES": ",".join(MODEL_ALIASES),
+        "GATEWAY_LOG_LEVEL": "warning",
         **env,
-    )
+    }
     with log_path.open("w") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "gateway"], cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
