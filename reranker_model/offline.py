@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from python_backends.engine import AsyncEngine, EngineSettings, SequenceBatch
+from python_backends.engine import AsyncEngine, Deadline, EngineSettings, SequenceBatch
 from python_backends.preprocess.settings import PreprocessSettings
 from python_backends.preprocess.step import Preprocessor
 from python_backends.triton_params import ModelParameters
@@ -65,7 +65,7 @@ def raw_scores(preprocess: Preprocessor, engine: AsyncEngine, query: str, docume
     arrays = {name: value.reshape(1, -1) for name, value in (
         ("TOKEN_IDS", inputs.token_ids), ("TOKEN_TYPE_IDS", inputs.token_type_ids),
         ("SEQUENCE_LENGTHS", inputs.sequence_lengths), ("SEQUENCE_DOCUMENTS", inputs.sequence_documents))}
-    return engine.submit(SequenceBatch.from_arrays(arrays, engine.limits), lambda: False).result()
+    return engine.submit(SequenceBatch.from_arrays(arrays, engine.limits), Deadline()).result()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""How long vLLM held each request, as Prometheus counters (python_backends/prometheus.py)."""
+"""How long vLLM held each request and what it holds now, as Prometheus series (python_backends/prometheus.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from ..prometheus import StepMetrics
 
 class EngineMetrics(StepMetrics):
     """The engine step's `execute` only hands requests over, so Triton's own compute time for `rerank_engine` leaves
-    vLLM out; these two counters put it back: their rates' quotient is the mean time from hand-over to scores."""
+    vLLM out; these two counters put it back: their rates' quotient is the mean time from hand-over to scores.
+    `outcome` "deadline" and "cancelled" count requests whose work in vLLM was aborted (timeout passed, client
+    gone); the gauge is vLLM's own count of the sequences it holds, so abandoned work shows there until it ends."""
 
-    OUTCOMES = ("ok", "error")
+    OUTCOMES = ("ok", "error", "deadline", "cancelled")
 
     def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
         super().__init__(pb_utils, labels)
@@ -21,7 +23,13 @@ class EngineMetrics(StepMetrics):
         self.answered = {outcome: answered.Metric(labels={**labels, "outcome": outcome}) for outcome in self.OUTCOMES}
         self.seconds = self.counter(
             "reranker_engine_vllm_seconds_total", "Seconds from hand-over to vLLM until the answer, summed")
+        self.sequences = self.family(
+            "reranker_engine_vllm_sequences", "Sequences the vLLM engine holds, waiting or running (its own count)",
+            "GAUGE").Metric(labels=labels)
 
-    def record(self, ok: bool, seconds: float) -> None:
-        self.answered["ok" if ok else "error"].increment(1)
+    def record(self, outcome: str, seconds: float) -> None:
+        self.answered[outcome].increment(1)
         self.seconds.increment(seconds)
+
+    def held(self, sequences: int) -> None:
+        self.sequences.set(sequences)

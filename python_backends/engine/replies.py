@@ -3,7 +3,7 @@
 `execute` returns before vLLM has scored anything, so each request is answered later with exactly one final
 response. Sending is a blocking IPC call to the Triton server; it runs here, not on vLLM's event loop, which
 would otherwise stall every request in flight while one response is written (vllm_backend does the same).
-Each request handed to vLLM is timed from hand-over to its answer (`EngineMetrics`).
+Each request handed to vLLM is timed from hand-over to its answer, and what vLLM holds is reported (`EngineMetrics`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from typing import Any
 
@@ -18,26 +19,39 @@ import numpy as np
 
 from ..triton_io import error_response
 from .answer_metrics import EngineMetrics
+from .deadline import ClientGone, DeadlineExceeded
 from .runtime import EngineDead
+
+REPORT_S = 1.0  # how often an idle reply thread reports what vLLM holds
+IDLE = object()
 
 
 def engine_error(pb_utils: Any, exc: BaseException) -> Any:
     """The response for a failed request: one Triton status per kind of failure."""
     errors = pb_utils.TritonError
-    if isinstance(exc, CancelledError):
+    if isinstance(exc, (ClientGone, CancelledError)):
         return pb_utils.InferenceResponse(error=errors("request cancelled", getattr(errors, "CANCELLED", errors.UNAVAILABLE)))
-    if isinstance(exc, EngineDead):
+    if isinstance(exc, (EngineDead, DeadlineExceeded)):
         return pb_utils.InferenceResponse(error=errors(str(exc), errors.UNAVAILABLE))
     return error_response(pb_utils, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+
+
+def outcome(exc: BaseException | None) -> str:
+    """The `outcome` label of a request answered after its hand-over to vLLM (EngineMetrics.OUTCOMES)."""
+    if exc is None:
+        return "ok"
+    return exc.reason if isinstance(exc, (DeadlineExceeded, ClientGone)) else "error"
 
 
 class ReplyThread:
     """Sends the final response of each finished request; `close` returns once every queued reply is sent."""
 
-    def __init__(self, pb_utils: Any, output_name: str, metrics: EngineMetrics) -> None:
+    def __init__(self, pb_utils: Any, output_name: str, metrics: EngineMetrics, held: Callable[[], int]) -> None:
+        """`held()`: the sequences vLLM holds now, reported after each answer and every REPORT_S when idle."""
         self._pb = pb_utils
         self._output = output_name
         self._metrics = metrics
+        self._held = held
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="rerank-engine-replies", daemon=True)
         self._thread.start()
@@ -51,22 +65,35 @@ class ReplyThread:
         future.add_done_callback(lambda done: self._queue.put((sender, done, time.monotonic() - handed_over)))
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            sender, outcome, seconds = item
-            response = self._response(outcome)
+        while (item := self._next()) is not None:
+            self._metrics.held(self._held())
+            if item is IDLE:
+                continue
+            sender, result, seconds = item
+            failure = result if isinstance(result, BaseException) else _failure(result)
+            if failure is None:
+                scores: np.ndarray = result.result()
+                response = self._pb.InferenceResponse(
+                    output_tensors=[self._pb.Tensor(self._output, scores[None, :].astype(np.float32))])
+            else:
+                response = engine_error(self._pb, failure)
             sender.send(response, flags=self._pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             if seconds is not None:
-                self._metrics.record(not response.has_error(), seconds)
+                self._metrics.record(outcome(failure), seconds)
 
-    def _response(self, outcome: Future | BaseException) -> Any:
-        if isinstance(outcome, BaseException):
-            return engine_error(self._pb, outcome)
+    def _next(self) -> Any:
         try:
-            scores: np.ndarray = outcome.result()
-        except BaseException as exc:  # noqa: BLE001 - every failure is this request's answer
-            return engine_error(self._pb, exc)
-        return self._pb.InferenceResponse(output_tensors=[self._pb.Tensor(self._output, scores[None, :].astype(np.float32))])
+            return self._queue.get(timeout=REPORT_S)
+        except queue.Empty:
+            return IDLE
 
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join(timeout=30)
+
+
+def _failure(done: Future) -> BaseException | None:
+    try:
+        return done.exception()
+    except CancelledError as exc:  # the future itself was cancelled
+        return exc

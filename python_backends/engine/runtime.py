@@ -5,6 +5,12 @@ over and returns a future at once, so the Triton instance goes back for the next
 scheduler packs the sequences of every request in flight into full GPU steps. What keeps that bounded is
 `InflightBudget`: past `max_inflight_tokens`, `submit` blocks, the instance stays busy, and new requests wait in
 Triton's queue, where the queue policy's limits and fast rejects apply.
+
+Fairness: a request larger than the whole budget holds none of it (its own lane, `OVERSIZED_IN_FLIGHT` at a time),
+so small requests still reach vLLM while it is scored; with vLLM's `scheduling_policy: "priority"` each request's
+sequences carry the order of magnitude of its tokens as their priority, so vLLM's next step takes the small
+request's sequences before the rest of a large one's (first come, first served among requests of one magnitude).
+A request's `Deadline` aborts its sequences in vLLM once its timeout passes or its client is gone.
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ import numpy as np
 
 from ..families import detect_model
 from ..model_source import resolve_model, verify_sha256
+from .deadline import ClientGone, Deadline, DeadlineExceeded
 from .inputs import EngineLimits, SequenceBatch
 from .orphan_guard import OrphanGuard, children
 from .settings import EngineSettings, check_vllm_version
 
 log = logging.getLogger(__name__)
-CANCEL_POLL_S = 0.25  # how often an in-flight request asks Triton whether its client is gone
+CANCEL_POLL_S = 0.25  # how often a request in flight or waiting for room looks at its deadline and its client
+OVERSIZED_IN_FLIGHT = 2  # requests larger than the whole budget in flight at once: one scored, the next queued in vLLM
 HEALTH_POLL_S = 1.0  # how often the watchdog looks for a dead engine when no request would notice
 
 
@@ -40,29 +48,50 @@ class EngineDead(RuntimeError):
 
 
 class InflightBudget:
-    """Tokens handed to vLLM and not yet answered. A request larger than the whole budget runs alone."""
+    """Tokens handed to vLLM and not yet answered, in two lanes. Requests of at most `limit` tokens share `limit`:
+    past it `acquire` blocks. A larger request (oversized) takes none of the shared tokens: up to
+    OVERSIZED_IN_FLIGHT of them are in flight beside the shared lane, so one maximal request never holds up the
+    small ones behind it; another oversized one waits for room."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.used = 0
+        self.used = 0  # tokens of the shared lane
+        self.oversized = 0  # oversized requests in flight
         self._cond = threading.Condition()
 
-    def acquire(self, tokens: int, alive: Callable[[], bool]) -> None:
+    def _fits(self, tokens: int) -> bool:
+        if tokens > self.limit:
+            return self.oversized < OVERSIZED_IN_FLIGHT
+        return self.used + tokens <= self.limit
+
+    def acquire(self, tokens: int, check: Callable[[], None]) -> None:
+        """Wait for room; `check` raises to give up (a dead engine, a passed deadline), asked at every wake."""
         with self._cond:
-            while not (self.used == 0 or self.used + tokens <= self.limit):
-                if not alive():
-                    raise EngineDead("the vLLM engine died while this request waited for room")
-                self._cond.wait(timeout=HEALTH_POLL_S)
-            self.used += tokens
+            while not self._fits(tokens):
+                check()
+                self._cond.wait(timeout=CANCEL_POLL_S)
+            if tokens > self.limit:
+                self.oversized += 1
+            else:
+                self.used += tokens
 
     def release(self, tokens: int) -> None:
         with self._cond:
-            self.used -= tokens
+            if tokens > self.limit:
+                self.oversized -= 1
+            else:
+                self.used -= tokens
             self._cond.notify_all()
 
     def wait_idle(self, timeout_s: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: self.used == 0, timeout=timeout_s)
+            return self._cond.wait_for(lambda: self.used == 0 and self.oversized == 0, timeout=timeout_s)
+
+
+def priority(tokens: int) -> int:
+    """vLLM priority of a request's sequences (lower runs first): its tokens' order of magnitude (bit length), so a
+    two-document request goes before the rest of a maximal one, and requests of similar size keep their order."""
+    return tokens.bit_length()
 
 
 class AsyncEngine:
@@ -108,6 +137,7 @@ class AsyncEngine:
         )
         self.budget = InflightBudget(settings.max_inflight_tokens)
         self._ids = itertools.count()
+        self._by_priority = self.llm.vllm_config.scheduler_config.policy == "priority"
         self._on_death: Callable[[], None] | None = None
         self._closing = False
         self._watchdog = asyncio.run_coroutine_threadsafe(self._watch_health(), self._loop)
@@ -129,51 +159,67 @@ class AsyncEngine:
         """`callback` runs once, on the loop thread, when the engine is found dead."""
         self._on_death = callback
 
-    def submit(self, batch: SequenceBatch, is_cancelled: Callable[[], bool]) -> Future:
-        """Hand one validated request to vLLM; blocks only while the in-flight budget is spent."""
-        self.budget.acquire(batch.tokens, lambda: self.alive)
+    def submit(self, batch: SequenceBatch, deadline: Deadline) -> Future:
+        """Hand one validated request to vLLM; blocks only while its lane of the in-flight budget is full (and
+        gives up when the engine dies or the request's deadline passes meanwhile)."""
+        self.budget.acquire(batch.tokens, lambda: self._check(deadline))
         request_id = f"rerank-{next(self._ids)}"
-        future = asyncio.run_coroutine_threadsafe(self._score(batch, request_id, is_cancelled), self._loop)
+        future = asyncio.run_coroutine_threadsafe(self._score(batch, request_id, deadline), self._loop)
         future.add_done_callback(lambda _: self.budget.release(batch.tokens))
         return future
 
-    async def _score(self, batch: SequenceBatch, request_id: str, is_cancelled: Callable[[], bool]) -> np.ndarray:
-        if is_cancelled():  # the client left (or its timeout passed) while the request waited: vLLM never sees it
-            raise asyncio.CancelledError
+    def _check(self, deadline: Deadline) -> None:
+        if not self.alive:
+            raise EngineDead("the vLLM engine died while this request waited for room")
+        deadline.check()
+
+    async def _score(self, batch: SequenceBatch, request_id: str, deadline: Deadline) -> np.ndarray:
+        deadline.check()  # passed, or the client left, while the request waited: vLLM never sees it
         ids, types = batch.split()
+        rank = priority(batch.tokens) if self._by_priority else 0
         tasks = [
             asyncio.ensure_future(self._pool(self._tokens_prompt(prompt_token_ids=seq.tolist()), self.kind.params(t),
-                                             f"{request_id}-{n}"))
+                                             f"{request_id}-{n}", rank))
             for n, (seq, t) in enumerate(zip(ids, types))
         ]
-        watcher = asyncio.ensure_future(self._cancel_when(is_cancelled, tasks))
+        watcher = asyncio.ensure_future(self._abort_when(deadline, tasks))
         try:
             pooled = await asyncio.gather(*tasks)
         except BaseException:
             for task in tasks:
-                task.cancel()  # vLLM aborts a request whose encode() is cancelled
+                task.cancel()  # encode() aborts its request in vLLM (AsyncLLM.abort) when cancelled
             if not self.alive:
                 raise EngineDead(f"the vLLM engine died: {self.llm.dead_error}") from None
+            if watcher.done() and not watcher.cancelled() and watcher.result() is not None:
+                raise watcher.result() from None
             raise
         finally:
             watcher.cancel()
         return batch.document_scores(self.kind.sequence_scores(pooled))
 
-    async def _pool(self, prompt: Any, params: Any, request_id: str) -> Any:
+    async def _pool(self, prompt: Any, params: Any, request_id: str, rank: int) -> Any:
         final = None
-        async for output in self.llm.encode(prompt, params, request_id):
+        async for output in self.llm.encode(prompt, params, request_id, priority=rank):
             final = output
         return final.outputs.data
 
     @staticmethod
-    async def _cancel_when(is_cancelled: Callable[[], bool], tasks: list[asyncio.Future]) -> None:
-        """Cancel the request's sequences in vLLM once Triton reports the client gone (or its timeout passed)."""
+    async def _abort_when(deadline: Deadline, tasks: list[asyncio.Future]) -> Exception | None:
+        """Cancel the request's sequences, and so abort them in vLLM, once its deadline passes or its client is
+        gone; returns why."""
         while True:
             await asyncio.sleep(CANCEL_POLL_S)
-            if is_cancelled():
+            try:
+                deadline.check()
+            except (DeadlineExceeded, ClientGone) as exc:
                 for task in tasks:
                     task.cancel()
-                return
+                return exc
+
+    @property
+    def unfinished_sequences(self) -> int:
+        """vLLM's own count of the sequences it holds (waiting or running), as its output processor tracks them."""
+        return self.llm.output_processor.get_num_unfinished_requests()
 
     async def _watch_health(self) -> None:
         while self.alive or self._closing:

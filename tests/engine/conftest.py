@@ -34,6 +34,7 @@ def engine_args(model: str | Path, **overrides) -> dict:
         "max_num_seqs": 64,
         "enforce_eager": True,
         "distributed_executor_backend": "uni",
+        "scheduling_policy": "priority",  # as rerank_engine's configs have it
         **overrides,
     }
 

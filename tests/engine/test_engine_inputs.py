@@ -1,4 +1,5 @@
-"""The engine step's own checks, without an engine: validation of its four tensors, settings, the in-flight budget."""
+"""The engine step's own checks, without an engine: validation of its four tensors, settings (the in-flight budget:
+tests/unit/test_engine_fairness.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from packaging.version import Version
 from python_backends.engine import (
     EngineLimits,
     EngineSettings,
-    InflightBudget,
     SequenceBatch,
     check_vllm_version,
 )
@@ -169,34 +169,3 @@ def test_an_older_vllm_is_refused(version):
     assert str(caught.value) == (
         f"rerank_engine needs vLLM >= 0.24.0 (checked: >= 0.24.0, < 0.35.0); this environment has vLLM {version}"
     )
-
-
-def test_inflight_budget_blocks_past_its_limit_and_runs_an_oversized_request_alone():
-    budget = InflightBudget(100)
-    budget.acquire(60, lambda: True)
-    admitted = threading.Event()
-
-    def second():
-        budget.acquire(50, lambda: True)
-        admitted.set()
-
-    threading.Thread(target=second, daemon=True).start()
-    assert not admitted.wait(0.3)  # 60 + 50 > 100: it waits (in Triton, the instance stays busy and requests queue)
-    budget.release(60)
-    assert admitted.wait(2) and budget.used == 50
-    budget.release(50)
-    budget.acquire(500, lambda: True)  # larger than the whole budget: admitted because nothing else is in flight
-    assert budget.used == 500
-    started = time.monotonic()
-    assert not budget.wait_idle(0.2) and time.monotonic() - started >= 0.2
-    budget.release(500)
-    assert budget.wait_idle(0.1)
-
-
-def test_inflight_budget_gives_up_when_the_engine_dies():
-    from python_backends.engine import EngineDead
-
-    budget = InflightBudget(10)
-    budget.acquire(10, lambda: True)
-    with pytest.raises(EngineDead, match="died while this request waited"):
-        budget.acquire(5, lambda: False)

