@@ -93,10 +93,14 @@ class ClientOptions(Generic[Reply]):
         return min(self.max_documents_per_request, limits.max_documents)
 
     def _request(self, plan: RerankPlan, chunk: Chunk) -> tuple[list[Any], list[Any], dict[str, Any]]:
-        """One chunk's infer arguments: its input tensors, the outputs to ask for, and gRPC's per-call timeout."""
+        """One chunk's infer arguments: its input tensors, the outputs to ask for, gRPC's per-call timeout and the
+        request's Triton `timeout` (microseconds): the engine step aborts a request's work once it passes, so a call
+        given up on here leaves nothing running on the server."""
         inputs = plan.inputs(self.module, chunk)
         outputs = requested_outputs(self.module, plan.split)
-        kwargs = {"client_timeout": self.timeout_s} if self.protocol == "grpc" and self.timeout_s else {}
+        kwargs: dict[str, Any] = {"timeout": int(self.timeout_s * 1e6)} if self.timeout_s else {}
+        if self.protocol == "grpc" and self.timeout_s:
+            kwargs["client_timeout"] = self.timeout_s
         return inputs, outputs, kwargs
 
 
