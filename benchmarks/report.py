@@ -203,9 +203,9 @@ def table(results: dict) -> str:
                          f"({len(c['spearman_per_request'])} requests)")
     lines.append("* = level incomplete (errors or time budget); pairs/s, tok/s, %ceil: over the steady window (every "
                  "worker answered once .. last send, loadtest/closed_loop.py), wall = pairs/s over the whole level; "
-                 "%ceil = useful FLOP/s over the matmul rate; pre+cal (Triton's compute time of preprocess and "
-                 "calibrate) and vllm (hand-over to answer in rerank_engine, its counters) = shares of the mean "
-                 "request latency")
+                 "%ceil = useful FLOP/s over the matmul rate; pre+cal (preprocess from execute to answer, its "
+                 "counters, and calibrate's compute time) and vllm (hand-over to answer in rerank_engine, its "
+                 "counters) = shares of the mean request latency")
     return "\n".join(lines)
 
 

@@ -1,7 +1,9 @@
 """Triton's per-model statistics (/v2/models/<m>/stats) before and after a level: each step's queue and compute time
-per request, its batches and busy share, and the shares of the mean end-to-end latency the client saw. vLLM's own
-time per request comes from the engine step's counters on the metrics port (python_backends/engine/answer_metrics.py
-EngineMetrics): Triton's compute time for rerank_engine covers only the hand-over."""
+per request, its batches and busy share, and the shares of the mean end-to-end latency the client saw. Preprocess and
+the engine step answer through response senders, so Triton's compute time for them ends when `execute` hands the
+work on; their own counters on the metrics port give the rest: preprocess's time from `execute` to each answer
+(python_backends/preprocess/admission_metrics.py) and vLLM's time from hand-over to scores
+(python_backends/engine/answer_metrics.py)."""
 
 from __future__ import annotations
 
@@ -10,20 +12,23 @@ import urllib.request
 from benchmarks.procs import http_json
 
 TRITON_MODELS = ("reranker", "rerank_preprocess", "rerank_engine", "rerank_calibrate")
-# the seconds counter sums every request handed to vLLM, whatever its outcome: divide by all of them
-ENGINE_COUNTERS = {"vllm_s": "reranker_engine_vllm_seconds_total",
-                   "vllm_requests": 'reranker_engine_requests_total{model="rerank_engine"'}
+# the engine's seconds counter sums every request handed to vLLM, whatever its outcome: divide by all of them;
+# preprocess's sums the admitted requests it answered
+STEP_COUNTERS = {"vllm_s": "reranker_engine_vllm_seconds_total",
+                 "vllm_requests": 'reranker_engine_requests_total{model="rerank_engine"',
+                 "preprocess_s": "reranker_preprocess_seconds_total",
+                 "preprocess_requests": 'reranker_admitted_requests_total{model="rerank_preprocess"'}
 
 
-def _engine_counters(metrics: str) -> dict:
+def _step_counters(metrics: str) -> dict:
     with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as response:
         lines = response.read().decode().splitlines()
     return {key: sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
-            for key, prefix in ENGINE_COUNTERS.items()}
+            for key, prefix in STEP_COUNTERS.items()}
 
 
 def snapshot(http: str, metrics: str) -> dict:
-    out = {"engine_counters": _engine_counters(metrics)}
+    out = {"step_counters": _step_counters(metrics)}
     for m in TRITON_MODELS:
         st = http_json(f"http://{http}/v2/models/{m}/stats", timeout=10)["model_stats"][0]
         inf = st["inference_stats"]
@@ -44,7 +49,8 @@ def delta(before: dict, after: dict, level: dict) -> dict:
     """Per request (means, ms) and as shares of the mean end-to-end latency the client saw."""
     d = {m: {k: after[m][k] - before[m][k] for k in after[m]} for m in after}
     e2e_ms = level["latency_ms"]["mean"] or float("nan")
-    vllm_ms = d["engine_counters"]["vllm_s"] * 1000 / max(1, d["engine_counters"]["vllm_requests"])
+    counters = d["step_counters"]
+    vllm_ms = counters["vllm_s"] * 1000 / max(1, counters["vllm_requests"])
     per = {}
     for m in TRITON_MODELS[1:]:
         n = max(1, d[m]["count"])  # its own requests: stats of the last batch may land after the client's answer
@@ -57,7 +63,10 @@ def delta(before: dict, after: dict, level: dict) -> dict:
             "busy_s": round(d[m]["batch_busy_ns"] / 1e9, 3),
             "busy_share_of_wall": round(d[m]["batch_busy_ns"] / 1e9 / level["wall_s"], 4) if level["wall_s"] else None,
         }
-    pre_cal = per["rerank_preprocess"]["compute_ms"] + per["rerank_calibrate"]["compute_ms"]
+    if counters["preprocess_requests"]:  # a server without the counter: Triton's compute time stands
+        answer_ms = counters["preprocess_s"] * 1000 / counters["preprocess_requests"]
+        per["rerank_preprocess"]["answer_ms"] = round(answer_ms, 3)
+    pre_cal = _step_ms(per["rerank_preprocess"]) + per["rerank_calibrate"]["compute_ms"]
     engine = per["rerank_engine"]["compute_ms"]
     queues = sum(per[m]["queue_ms"] for m in per)
     ens_ms = d["reranker"]["success_ns"] / max(1, d["reranker"]["count"]) / 1e6
@@ -66,7 +75,7 @@ def delta(before: dict, after: dict, level: dict) -> dict:
         "ensemble_requests": d["reranker"]["count"],
         "per_model": per,
         "ensemble_server_ms": round(ens_ms, 3),
-        "pre_calibrate_compute_ms": round(pre_cal, 3),
+        "pre_calibrate_ms": round(pre_cal, 3),
         "engine_compute_ms": round(engine, 3),
         "queue_ms": round(queues, 3),
         "vllm_ms": round(vllm_ms, 3),  # hand-over to answer, inside the engine step (EngineMetrics)
@@ -78,18 +87,24 @@ def delta(before: dict, after: dict, level: dict) -> dict:
     }}
 
 
+def _step_ms(step: dict) -> float:
+    """A step's time per request: from its `execute` to its answer where it counts that itself (`answer_ms`),
+    else Triton's compute time."""
+    return step.get("answer_ms", step["compute_ms"])
+
+
 def timeline(per: dict, vllm_ms: float, e2e_ms: float) -> dict:
     """Where a request's time goes, as milliseconds since the client sent it (means over the level; exact for one
-    request at a time): each step's queue wait, then its compute; the engine step's compute is the hand-over, after
-    which vLLM holds the request until its scores are done. What is left of the client's latency after calibrate
-    (network, the ensemble's hops, the client's own work) ends at `response`."""
+    request at a time): each step's queue wait, then its time to the answer; the engine step's compute is the
+    hand-over, after which vLLM holds the request until its scores are done. What is left of the client's latency
+    after calibrate (network, the ensemble's hops, the client's own work) ends at `response`."""
     marks, t = {"send": 0.0}, 0.0
     for step, start, end in (("rerank_preprocess", "preprocess_start", "preprocess_end"),
                              ("rerank_engine", "handover_start", "handover_end"),
                              ("rerank_calibrate", "calibrate_start", "calibrate_end")):
         t += per[step]["queue_ms"]
         marks[start] = t
-        t += per[step]["compute_ms"]
+        t += _step_ms(per[step])
         marks[end] = t
         if step == "rerank_engine":
             t += vllm_ms

@@ -18,10 +18,16 @@ class PreprocessMetrics(StepMetrics):
         self.tokens = self.counter("reranker_admitted_tokens_total", "Tokens of admitted requests (all sequences)")
         self.truncated = self.counter(
             "reranker_truncated_pairs_total", "Admitted pairs whose document was cut or windowed")
+        # Triton's compute time for this step ends when `execute` hands the batch to the tokenizing thread; this
+        # counter holds the time until each answer (its quotient with reranker_admitted_requests_total: the mean).
+        self.seconds = self.counter(
+            "reranker_preprocess_seconds_total",
+            "Seconds from the execute that took an admitted request to its answer, summed")
 
-    def record(self, admitted: Any) -> None:
-        """Count one admitted request from its engine inputs."""
+    def record(self, admitted: Any, seconds: float) -> None:
+        """Count one admitted request from its engine inputs, answered `seconds` after its execute began."""
         self.requests.increment(1)
+        self.seconds.increment(seconds)
         self.pairs.increment(admitted.documents)
         self.tokens.increment(int(admitted.token_ids.size))
         self.truncated.increment(admitted.truncated)

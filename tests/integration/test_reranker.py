@@ -247,6 +247,7 @@ def test_custom_metrics_count_pairs_and_truncations(server, client):
     assert delta("reranker_admitted_pairs_total") == 3
     assert delta("reranker_truncated_pairs_total") == 1
     assert delta("reranker_admitted_tokens_total") > 256
+    assert 0 < delta("reranker_preprocess_seconds_total") < 30  # execute to answer for this one request
     engine = lambda name, label="": _metric_value(after, name, "rerank_engine", label) - _metric_value(
         before, name, "rerank_engine", label)
     assert engine("reranker_engine_requests_total", 'outcome="ok"') == 1

@@ -13,7 +13,7 @@ from benchmarks.engine_config import point_name
 from benchmarks.procs import ServerProcess
 from benchmarks.run_gpu_benchmark import points
 from benchmarks.systems.triton_ensemble import LOAD_FAILURE
-from benchmarks.systems.triton_stats import timeline
+from benchmarks.systems.triton_stats import TRITON_MODELS, delta, timeline
 
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -68,3 +68,30 @@ def test_the_timeline_adds_queue_compute_and_vllm_times_in_order():
     assert timeline(per, vllm_ms=110.0, e2e_ms=127.0) == {
         "send": 0.0, "preprocess_start": 0.5, "preprocess_end": 12.5, "handover_start": 12.75, "handover_end": 14.0,
         "vllm_done": 124.0, "calibrate_start": 124.1, "calibrate_end": 125.0, "response": 127.0}
+
+
+def _snapshot(preprocess_s: float, admitted: int, vllm_s: float, requests: int) -> dict:
+    step = {"count": requests, "success_ns": requests * 10**8, "queue_ns": requests * 10**5,
+            "compute_ns": requests * 10**6, "compute_infer_ns": requests * 10**6, "executions": requests,
+            "batch_busy_ns": requests * 10**6}
+    counters = {"vllm_s": vllm_s, "vllm_requests": requests, "preprocess_s": preprocess_s,
+                "preprocess_requests": admitted}
+    return {"step_counters": counters, **{m: dict(step) for m in TRITON_MODELS}}
+
+
+def test_preprocess_time_comes_from_its_counter_where_execute_only_hands_over():
+    # 4 requests: Triton counts 1 ms of execute each, the step's counter 18 ms from execute to answer
+    before, after = _snapshot(1.0, 10, 5.0, 10), _snapshot(1.072, 14, 5.44, 14)
+    stats = delta(before, after, {"latency_ms": {"mean": 140.0}, "wall_s": 1.0})["triton_stats"]
+    assert stats["per_model"]["rerank_preprocess"]["answer_ms"] == 18.0
+    assert stats["pre_calibrate_ms"] == 19.0
+    assert stats["timeline_ms"] == {
+        "send": 0.0, "preprocess_start": 0.1, "preprocess_end": 18.1, "handover_start": 18.2, "handover_end": 19.2,
+        "vllm_done": 129.2, "calibrate_start": 129.3, "calibrate_end": 130.3, "response": 140.0}
+
+
+def test_a_server_without_the_preprocess_counter_keeps_tritons_compute_time():
+    stats = delta(_snapshot(0.0, 0, 5.0, 10), _snapshot(0.0, 0, 5.44, 14),
+                  {"latency_ms": {"mean": 140.0}, "wall_s": 1.0})["triton_stats"]
+    assert "answer_ms" not in stats["per_model"]["rerank_preprocess"]
+    assert stats["timeline_ms"]["preprocess_end"] == 1.1

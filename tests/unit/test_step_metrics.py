@@ -13,6 +13,7 @@ from python_backends.calibrate.monitoring import ScoreDriftMetrics
 from python_backends.calibrate.profiles import CalibrationProfile, PlattCalibrator
 from python_backends.engine.runtime import EngineDead
 from python_backends.errors import InvalidRequest, Overloaded
+from python_backends.preprocess.admission_metrics import PreprocessMetrics
 from python_backends.prometheus import Refusals, StepMetrics
 
 
@@ -50,6 +51,15 @@ PROFILE = CalibrationProfile(name="p", version="1", model="m", score_type="cosin
 
 def _values(refusals: Refusals) -> dict[str, float]:
     return {reason: metric.value for reason, metric in refusals._by_reason.items()}
+
+
+def test_preprocess_counts_each_answer_and_its_time_from_execute():
+    metrics = PreprocessMetrics(PB_UTILS, {"model": "rerank_preprocess", "version": "1"})
+    admitted = types.SimpleNamespace(documents=3, token_ids=np.zeros(40, dtype=np.int32), truncated=1)
+    metrics.record(admitted, 0.25)
+    metrics.record(admitted, 0.5)
+    counted = (metrics.requests, metrics.seconds, metrics.pairs, metrics.tokens, metrics.truncated)
+    assert [m.value for m in counted] == [2, 0.75, 6, 80, 2]
 
 
 def test_each_refusal_is_counted_once_under_its_reason():

@@ -6,6 +6,7 @@ admitted ones to one tokenizing thread and returns None; each request is answere
 tokenized, and what waits is only admitted work, bounded by batch_token_budget.
 """
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -29,28 +30,29 @@ class TritonPythonModel:
         self.tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")  # in admission order
 
     def execute(self, requests: list) -> None:
+        started = time.monotonic()
         raws = [self._raw(request) for request in requests]
         for request, raw, decision in zip(requests, raws, self.preprocess.admit(raws)):
             sender = request.get_response_sender()
             if isinstance(decision, Exception):
-                self._answer(sender, decision)
+                self._answer(sender, decision, started)
             else:
-                self.tokenizing.submit(self._run, sender, raw, decision)
+                self.tokenizing.submit(self._run, sender, raw, decision, started)
         return None
 
-    def _run(self, sender, raw: RequestTensors, cost: int) -> None:
+    def _run(self, sender, raw: RequestTensors, cost: int, started: float) -> None:
         try:
             result = self.preprocess.run(raw, cost)
         except Exception as exc:  # noqa: BLE001 - every admitted request gets its one answer (INTERNAL here)
             result = exc
-        self._answer(sender, result)
+        self._answer(sender, result, started)
 
-    def _answer(self, sender, result: EngineInputs | Exception) -> None:
+    def _answer(self, sender, result: EngineInputs | Exception, started: float) -> None:
         if isinstance(result, Exception):
             self.refusals.count(result)
             response = error_response(pb_utils, result)
         else:
-            self.metrics.record(result)
+            self.metrics.record(result, time.monotonic() - started)
             response = self._response(result)
         sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
