@@ -95,23 +95,29 @@ def _priced_at_the_limit(i: int) -> list[str]:
     return [f"word{i}x{j}" + " " * (1000 - len(f"word{i}x{j}")) for j in range(DOCS_AT_THE_LIMIT)]
 
 
-def _metric(server, name: str, reason: str) -> float:
+def _metric(server, name: str, *labels: str) -> float:
+    """The sum of the series `name` whose labels include each of `labels` ('key="value"')."""
     import urllib.request
 
     with urllib.request.urlopen(f"http://{server.metrics_url}/metrics") as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(name + "{") and f'reason="{reason}"' in line and 'model="rerank_preprocess"' in line:
-                return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"{name}{{reason={reason}}} not in /metrics")
+        values = [float(line.rsplit(" ", 1)[1]) for line in response.read().decode().splitlines()
+                  if line.startswith(name + "{") and all(label in line for label in labels)]
+    assert values, f"{name}{{{', '.join(labels)}}} not in /metrics"
+    return sum(values)
 
 
-async def _priced(url: str) -> list[tuple[str, float]]:
+def _refused_by_budget(server) -> float:
+    return _metric(server, "reranker_rejected_requests_total", 'model="rerank_preprocess"', 'reason="work_budget"')
+
+
+async def _priced(url: str, requests: int = BUDGET_REQUESTS, documents: int = DOCS_AT_THE_LIMIT) -> list[tuple[str, float]]:
     client = grpc_aio.InferenceServerClient(url)
 
     async def one(i: int) -> tuple[str, float]:
         started = time.monotonic()
         try:
-            result = await client.infer("reranker", build_inputs(grpc_client, f"word{i}x0", _priced_at_the_limit(i), top_n=1))
+            inputs = build_inputs(grpc_client, f"word{i}x0", _priced_at_the_limit(i)[:documents], top_n=1)
+            result = await client.infer("reranker", inputs)
         except InferenceServerException as exc:
             if str(exc.status()) == "StatusCode.UNAVAILABLE" and "preprocess is over its work budget" in exc.message():
                 return "over budget", time.monotonic() - started
@@ -119,7 +125,7 @@ async def _priced(url: str) -> list[tuple[str, float]]:
         return ("ok" if result.as_numpy("RANKING")[0].tolist() == [0] else "wrong"), time.monotonic() - started
 
     try:
-        return await asyncio.gather(*(one(i) for i in range(BUDGET_REQUESTS)))
+        return await asyncio.gather(*(one(i) for i in range(requests)))
     finally:
         await client.close()
 
@@ -127,13 +133,35 @@ async def _priced(url: str) -> list[tuple[str, float]]:
 def test_preprocess_refuses_work_past_its_batch_budget_at_once(server):
     """Admission counts work, not requests: requests that together exceed the preprocess
     batch_token_budget are refused with UNAVAILABLE before any tokenizing; the rest are answered right."""
-    refused_before = _metric(server, "reranker_rejected_requests_total", "work_budget")
+    refused_before = _refused_by_budget(server)
     outcomes = asyncio.run(_priced(server.grpc_url))
     kinds = [kind for kind, _ in outcomes]
     print("work budget outcomes:", [(k, round(t, 2)) for k, t in outcomes])
     assert set(kinds) <= {"ok", "over budget"}, kinds
     assert kinds.count("ok") >= 1 and kinds.count("over budget") >= 1, kinds
-    assert _metric(server, "reranker_rejected_requests_total", "work_budget") - refused_before == kinds.count("over budget")
+    assert _refused_by_budget(server) - refused_before == kinds.count("over budget")
+
+
+BURST_PAST_THE_BUDGET = 150
+DOCS_PAST_HALF = 520  # priced 520 x 254 = 132,080 tokens, over half the budget: one such request in preprocess at a time
+
+
+def test_every_refusal_of_a_burst_past_the_budget_is_counted_by_the_step(server):
+    """rerank_preprocess's queue has no size limit: its execute only prices and hands over, so every request of a
+    burst reaches admission, and every one refused is refused by the budget and counted once in
+    reranker_rejected_requests_total (the public model's failures, Triton's count, are printed beside it)."""
+    refused_before = _refused_by_budget(server)
+    failed_before = _metric(server, "nv_inference_request_failure", 'model="reranker"')
+    outcomes = asyncio.run(_priced(server.grpc_url, BURST_PAST_THE_BUDGET, DOCS_PAST_HALF))
+    kinds = [kind for kind, _ in outcomes]
+    refused = [seconds for kind, seconds in outcomes if kind == "over budget"]
+    counted = _refused_by_budget(server) - refused_before
+    failed = _metric(server, "nv_inference_request_failure", 'model="reranker"') - failed_before
+    print(f"burst past the budget: {kinds.count('ok')} ok, {len(refused)} refused (counted {counted:.0f}, public "
+          f"model's failures +{failed:.0f}), refusals {min(refused, default=0):.2f}-{max(refused, default=0):.2f} s")
+    assert set(kinds) <= {"ok", "over budget"}, sorted(set(kinds) - {"ok", "over budget"})[:3]
+    assert kinds.count("ok") >= 1 and len(refused) >= BURST_PAST_THE_BUDGET // 2, kinds.count("ok")
+    assert counted == len(refused)
 
 
 async def _tiny_behind_large(url: str) -> tuple[float, list[str]]:
