@@ -97,6 +97,12 @@ def _config_json(folder: str) -> dict[str, Any]:
     return config
 
 
+def _sentence_transformers_limit(folder: str) -> int | None:
+    """`max_seq_length` of a sentence-transformers checkpoint, which vLLM also takes as a limit on max_model_len."""
+    path = Path(folder) / "sentence_bert_config.json"
+    return json.loads(path.read_text()).get("max_seq_length") if path.is_file() else None
+
+
 def _tokenizer(folder: str) -> Any:
     from transformers import AutoTokenizer
 
@@ -140,9 +146,10 @@ def check_model(reference: str) -> ModelCheck:
     tokenizer = _tokenizer(folder)
     info = _family(folder, config)
     model_max = tokenizer.model_max_length if tokenizer.model_max_length < 10**7 else None  # 1e30 when unset
-    limits = [n for n in (info.max_position_embeddings, model_max) if n]
+    limits = [n for n in (info.max_position_embeddings, model_max, _sentence_transformers_limit(folder)) if n]
     if not limits:
-        raise RefusedModel(f"{folder}: neither config.json nor the tokenizer states a maximum length")
+        raise RefusedModel(f"{folder}: neither config.json, the tokenizer nor sentence_bert_config.json states a "
+                           "maximum length")
     limit = min(limits)
     encoded = make_encoder(info.family, folder, limit).encode(PROBE_QUERY, [PROBE_DOCUMENT], None)
     return ModelCheck(

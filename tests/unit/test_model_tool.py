@@ -58,6 +58,8 @@ def test_check_of_the_embedded_bi_encoder(capsys):
     assert code == 0
     assert lines[1] == "family: bi_encoder (BertModel, model_type bert)"
     assert lines[2].startswith("score type: cosine, raw scores [-1, 1]")
+    # sentence_bert_config.json's max_seq_length, which vLLM holds max_model_len to, is below config.json's 512
+    assert lines[4] == "max_position_embeddings: 512; longest sequence: 256 tokens"
     assert lines[-2:] == ["  [CLS] query [SEP] | [CLS] document [SEP]", 'engine_args it needs: {"runner": "pooling"}']
 
 
