@@ -10,7 +10,8 @@ profile (python_backends.calibrate.drift, the statistic the calibrate step expor
 
 Prometheus series (GET /metrics), labelled primary and candidate:
 - `gateway_shadow_calls_total{outcome}`: compared, failed (error or past the deadline), dropped (queue full);
-- `gateway_shadow_spearman`, `gateway_shadow_top_k_overlap`: histograms of the per-call agreement;
+- `gateway_shadow_spearman` (summary: count and sum, so the mean) and `gateway_shadow_top_k_overlap` (histogram):
+  the per-call agreement;
 - `gateway_shadow_score_drift_psi{profile}`: PSI of the candidate's last drift_window raw scores against its
   profile's fitted distribution; absent until the window is full or when the profile stores none.
 """
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary, disable_created_metrics
 
 from python_backends.calibrate.drift import DriftWindow
 from python_backends.calibrate.profile_schema import load_profile
@@ -36,7 +37,8 @@ from .settings import ShadowSettings
 
 log = logging.getLogger("gateway")
 
-SPEARMAN_BUCKETS = (-0.5, 0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
+disable_created_metrics()  # a `_created` timestamp per series is noise to this process's scrape
+
 OVERLAP_BUCKETS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0)
 
 
@@ -58,9 +60,9 @@ class ShadowMetrics:
                         ["primary", "candidate", "outcome"], registry=registry)
         self.compared, self.failed, self.dropped = (calls.labels(**labels, outcome=o)
                                                     for o in ("compared", "failed", "dropped"))
-        self.spearman = Histogram("gateway_shadow_spearman", "Spearman correlation of the candidate's ranking with "
-                                  "the primary's, per call", list(labels), buckets=SPEARMAN_BUCKETS,
-                                  registry=registry).labels(**labels)
+        # A summary (count, sum: the mean): prometheus_client writes no _sum for a histogram with negative buckets.
+        self.spearman = Summary("gateway_shadow_spearman", "Spearman correlation of the candidate's ranking with "
+                                "the primary's, per call", list(labels), registry=registry).labels(**labels)
         self.overlap = Histogram("gateway_shadow_top_k_overlap", "Share of the primary's top k in the candidate's "
                                  "top k, per call", list(labels), buckets=OVERLAP_BUCKETS,
                                  registry=registry).labels(**labels)
