@@ -6,7 +6,9 @@ tiny random cross-encoder, and compares what each prints with the page. The one 
 "serve both": the embedded MiniLM as `reranker`, the tiny cross-encoder as `tiny-bert`) then answers the other tests:
 both ensembles over HTTP and gRPC, the gateway's routing, and the shadow series, which must equal the statistics
 computed here from the two models' own answers (they move for the disagreeing candidate and stay at full agreement
-when the candidate is the primary itself).
+when the candidate is the primary itself), and `reranker-model score` (the serving preprocess and engine in-process,
+without Triton) must give each ensemble's served RAW_SCORES. `score` runs as the command a user types, in its own
+process: the vLLM engine it starts is gone when the command ends.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pytest
 from gateway.agreement import spearman, top_k_overlap
 from python_backends.calibrate.drift import DriftWindow
 from python_backends.calibrate.profile_schema import load_profile
+from reranker_calibrate.pair_scoring import PrecomputedScorer, read_pairs
 from reranker_client import RerankClient
 from reranker_model.cli import main as reranker_model
 from tests.gateway.conftest import RunningGateway, start_gateway, stop_gateway
@@ -46,6 +49,7 @@ SHOWN_ROOT = "/work/main"  # the checkout the page's outputs were taken in
 SHOWN_MODEL, SHOWN_NO_TOKENIZER = "/tmp/tiny-bert", "/tmp/no-tokenizer"
 QUERIES = ["what is the capital of france", "which city has the eiffel tower", "how fast is a train",
            "what do cats eat", "where do people live in winter", "who built the tower"]
+OFFLINE_TOLERANCE = 1e-5  # max |offline - served| raw score on CPU
 DOCUMENTS = ["paris is the capital of france", "bananas are yellow", "berlin is the capital of germany",
              "the eiffel tower is in paris", "cats eat fish", "trains run fast on the road"]
 
@@ -336,3 +340,33 @@ def test_a_failing_candidate_is_counted_and_the_callers_get_the_primarys_answers
     labels = {"primary": "reranker", "candidate": "absent"}
     assert values[key("gateway_shadow_calls_total", **labels, outcome="failed")] == len(QUERIES)
     assert values[key("gateway_shadow_calls_total", **labels, outcome="compared")] == 0
+
+
+def served_raw_scores(workspace: Workspace, model: str, pairs: Path) -> np.ndarray:
+    rows = read_pairs(pairs)
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        groups.setdefault(row.query, []).append(index)
+    raw = np.empty(len(rows))
+    for query, indices in groups.items():
+        raw[indices] = raw_scores(workspace, model, query, [rows[i].document for i in indices])
+    return raw
+
+
+def test_offline_scores_of_the_added_model_are_its_served_raw_scores(workspace):
+    """The page's `reranker-model score tiny-bert sample.jsonl -o scores.jsonl` against the tiny-bert ensemble."""
+    sample = workspace.root / "sample.jsonl"
+    offline = PrecomputedScorer(workspace.root / "scores.jsonl").score(read_pairs(sample)).raw_scores
+    served = served_raw_scores(workspace, "tiny-bert", sample)
+    print(f"tiny-bert: max |offline - served| = {np.abs(offline - served).max():.2e} over {len(served)} pairs")
+    assert np.abs(offline - served).max() <= OFFLINE_TOLERANCE
+
+
+def test_offline_scores_of_the_default_config_are_the_served_raw_scores(workspace):
+    pairs = workspace.root / "default-pairs.jsonl"
+    pairs.write_text("\n".join((workspace.root / "sample.jsonl").read_text().splitlines()[:40]) + "\n")
+    workspace.run(Command(f"reranker-model score default {pairs} -o {workspace.root / 'default-scores.jsonl'}", ""))
+    offline = PrecomputedScorer(workspace.root / "default-scores.jsonl").score(read_pairs(pairs)).raw_scores
+    served = served_raw_scores(workspace, "reranker", pairs)
+    print(f"default: max |offline - served| = {np.abs(offline - served).max():.2e} over {len(served)} pairs")
+    assert np.abs(offline - served).max() <= OFFLINE_TOLERANCE
