@@ -190,8 +190,8 @@ class AsyncEngine:
                 task.cancel()  # encode() aborts its request in vLLM (AsyncLLM.abort) when cancelled
             if not self.alive:
                 raise EngineDead(f"the vLLM engine died: {self.llm.dead_error}") from None
-            if watcher.done() and not watcher.cancelled() and watcher.result() is not None:
-                raise watcher.result() from None
+            if watcher.done() and not watcher.cancelled():
+                raise watcher.result() from None  # why the watcher cancelled the sequences
             raise
         finally:
             watcher.cancel()
@@ -204,7 +204,7 @@ class AsyncEngine:
         return final.outputs.data
 
     @staticmethod
-    async def _abort_when(deadline: Deadline, tasks: list[asyncio.Future]) -> Exception | None:
+    async def _abort_when(deadline: Deadline, tasks: list[asyncio.Future]) -> Exception:
         """Cancel the request's sequences, and so abort them in vLLM, once its deadline passes or its client is
         gone; returns why."""
         while True:
