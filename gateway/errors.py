@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from tritonclient.utils import InferenceServerException
 
+from python_backends.contract import timed_out
 from reranker_client import CalibrationChangedError, is_retryable
 from reranker_client.retry import QUEUE_FULL
 
@@ -125,7 +126,7 @@ def triton_error(error: Exception) -> ApiError:
         status, message = str(error.status()), error.message() or str(error)
         if status in ("StatusCode.INVALID_ARGUMENT", "400"):
             return ApiError("invalid", message)
-        if status in ("StatusCode.DEADLINE_EXCEEDED", "504"):
+        if status in ("StatusCode.DEADLINE_EXCEEDED", "504") or timed_out(message):
             return _server_error("timeout", error)
         if QUEUE_FULL in message:
             return _server_error("overloaded", error)

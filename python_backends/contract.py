@@ -19,6 +19,17 @@ from .errors import InvalidRequest
 MODEL_NAME = "reranker"  # the ensemble clients call
 LIMITS_MODEL_NAME = "rerank_preprocess"  # the step whose config.pbtxt parameters hold the request limits
 
+# A request's deadline is its Triton `timeout` (microseconds; tritonclient's `infer(timeout=...)`), which the ensemble
+# passes to every step. When it runs out on the server the answer is UNAVAILABLE with one of these: Triton's own for a
+# request still in a step's queue, the engine step's for one whose work it aborted. Never worth a retry.
+QUEUE_TIMEOUT = "Request timeout expired"
+ENGINE_TIMEOUT = "the request's timeout passed"
+
+
+def timed_out(message: str) -> bool:
+    """Whether a server's error message says the request's own timeout ran out (not a fault of the server's)."""
+    return QUEUE_TIMEOUT in message or ENGINE_TIMEOUT in message
+
 # Tensor names
 QUERY = "QUERY"
 DOCUMENTS = "DOCUMENTS"

@@ -13,6 +13,8 @@ import sys
 
 from tritonclient.utils import InferenceServerException
 
+from python_backends.contract import timed_out
+
 from .client import RerankClient
 
 QUERY = "What is the capital of France?"
@@ -27,7 +29,7 @@ def check(url: str, protocol: str = "grpc", timeout_s: float = 10.0, busy_is_hea
     try:
         response = client.rerank(QUERY, list(DOCUMENTS))
     except InferenceServerException as exc:
-        if busy_is_healthy and "DEADLINE_EXCEEDED" in str(exc.status()):
+        if busy_is_healthy and ("DEADLINE_EXCEEDED" in str(exc.status()) or timed_out(exc.message() or "")):
             return None
         return f"rerank request failed: {exc}"
     except OSError as exc:

@@ -11,6 +11,8 @@ from typing import TypeVar
 
 from tritonclient.utils import InferenceServerException
 
+from python_backends.contract import timed_out
+
 try:  # the HTTP clients' transport errors; aiohttp comes with tritonclient[http]
     import aiohttp
 
@@ -32,6 +34,8 @@ def is_retryable(error: BaseException) -> bool:
         status = str(error.status())
         if status in ("StatusCode.INVALID_ARGUMENT", "400"):
             return False
+        if timed_out(error.message() or ""):
+            return False  # the request's own timeout ran out on the server: its deadline has passed
         return status in RETRYABLE_STATUSES or QUEUE_FULL in (error.message() or "")
     return isinstance(error, _TRANSPORT_ERRORS)
 

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..contract import ENGINE_TIMEOUT
+
 
 class DeadlineExceeded(RuntimeError):
     """The request's timeout passed before it was answered; its work in vLLM was aborted (UNAVAILABLE, as Triton
@@ -42,7 +44,7 @@ class Deadline:
     def check(self) -> None:
         """Raise `DeadlineExceeded` or `ClientGone` once the answer is no longer wanted."""
         if self.timeout_s is not None and time.monotonic() - self.received >= self.timeout_s:
-            raise DeadlineExceeded(f"the request's timeout ({self.timeout_s * 1000:.0f} ms) passed in rerank_engine; "
-                                   "its work was aborted")
+            raise DeadlineExceeded(f"{ENGINE_TIMEOUT} in rerank_engine ({self.timeout_s * 1000:.0f} ms); its work "
+                                   "was aborted")
         if self.is_cancelled():
             raise ClientGone("request cancelled: its client left")

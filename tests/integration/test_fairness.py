@@ -130,8 +130,8 @@ def test_a_request_whose_timeout_passes_has_its_work_aborted_in_vllm(server):
     assert not vllm_idle(server)  # busy with it: what "idle" below is measured against
     maximal.join()
     outcome, seconds = answers[0]
-    assert outcome == ("StatusCode.UNAVAILABLE: in ensemble 'reranker', the request's timeout (5000 ms) passed in "
-                       "rerank_engine; its work was aborted"), outcome
+    assert outcome == ("StatusCode.UNAVAILABLE: in ensemble 'reranker', the request's timeout passed in "
+                       "rerank_engine (5000 ms); its work was aborted"), outcome
     assert aborted(server) - before == 1
     # vLLM's own count: the ~1000 sequences it still had are gone, long before the request's work would have ended
     assert wait_until(lambda: held(server) == 0, ABORTED_WITHIN_S, poll_s=0.1), held(server)

@@ -70,7 +70,7 @@ def test_wait_idle_waits_for_oversized_requests_too():
 
 
 @pytest.mark.parametrize("failure", [EngineDead("the vLLM engine died while this request waited for room"),
-                                     DeadlineExceeded("the request's timeout (100 ms) passed in rerank_engine")])
+                                     DeadlineExceeded("the request's timeout passed in rerank_engine (100 ms)")])
 def test_a_request_waiting_for_room_gives_up_when_its_check_raises(failure):
     budget = InflightBudget(10)
     budget.acquire(10, lambda: None)
@@ -104,7 +104,7 @@ def test_a_deadline_passes_its_timeout_after_receipt():
     time.sleep(0.25)
     with pytest.raises(DeadlineExceeded) as caught:
         deadline.check()
-    assert str(caught.value) == "the request's timeout (200 ms) passed in rerank_engine; its work was aborted"
+    assert str(caught.value) == "the request's timeout passed in rerank_engine (200 ms); its work was aborted"
     assert caught.value.reason == "deadline"
 
 
@@ -154,7 +154,7 @@ def _done(result: object) -> Future:
 def test_each_outcome_is_answered_and_counted_under_its_label():
     metrics = EngineMetrics(PB_UTILS, {"model": "rerank_engine", "version": "1"})
     replies = ReplyThread(PB_UTILS, "RAW_SCORES", metrics, held=lambda: 7)
-    passed = DeadlineExceeded("the request's timeout (500 ms) passed in rerank_engine; its work was aborted")
+    passed = DeadlineExceeded("the request's timeout passed in rerank_engine (500 ms); its work was aborted")
     outcomes = [np.array([0.5, 0.25], dtype=np.float32), passed, ClientGone("request cancelled: its client left"),
                 RuntimeError("boom")]
     senders = [Sender() for _ in outcomes]
@@ -166,10 +166,30 @@ def test_each_outcome_is_answered_and_counted_under_its_label():
     (name, scores), = answers[0][0].output_tensors
     assert name == "RAW_SCORES" and scores.tolist() == [[0.5, 0.25]]
     assert [(a[0].error.code, a[0].error.message) for a in answers[1:]] == [
-        ("UNAVAILABLE", "the request's timeout (500 ms) passed in rerank_engine; its work was aborted"),
+        ("UNAVAILABLE", "the request's timeout passed in rerank_engine (500 ms); its work was aborted"),
         ("CANCELLED", "request cancelled"),
         ("INTERNAL", "internal error: RuntimeError: boom"),
     ]
     assert {outcome: metric.value for outcome, metric in metrics.answered.items()} == {
         "ok": 1, "error": 1, "deadline": 1, "cancelled": 1}
     assert metrics.sequences.value == 7
+
+
+# --- a timeout that ran out on the server, as clients see it ------------------------------------------------------
+
+@pytest.mark.parametrize("message", [
+    "in ensemble 'reranker', the request's timeout passed in rerank_engine (2500 ms); its work was aborted",
+    "in ensemble 'reranker', Request timeout expired",
+])
+def test_a_server_side_timeout_is_neither_retried_nor_a_fault(message):
+    from tritonclient.utils import InferenceServerException
+
+    from gateway.errors import triton_error
+    from python_backends.contract import timed_out
+    from reranker_client import is_retryable
+
+    error = InferenceServerException(message, status="StatusCode.UNAVAILABLE")
+    assert timed_out(message)
+    assert not is_retryable(error)  # the caller's deadline has passed: sending it again helps nobody
+    assert triton_error(error).kind == "timeout"  # the gateway answers 504, as when its own deadline fires
+    assert is_retryable(InferenceServerException("Stub process is not healthy", status="StatusCode.UNAVAILABLE"))
