@@ -284,23 +284,23 @@ def shadow_gateway(workspace: Workspace, name: str, **env: str) -> RunningGatewa
     return gateway
 
 
-def send_queries(gateway: RunningGateway) -> None:
-    for query in QUERIES:
-        status, body = post(gateway, {"query": query, "documents": DOCUMENTS})
-        assert status == 200 and body["meta"]["calibration"].startswith("all-minilm-l6-v2-cosine@"), body
-
-
+def shadowed_series(workspace: Workspace, name: str, **env: str) -> dict[str, float]:
+    """The shadow series after every query was sent through a gateway shadowing with `env`; callers always get the
+    primary's (MiniLM's) answer."""
+    gateway = shadow_gateway(workspace, name, **env)
+    try:
+        for query in QUERIES:
+            status, body = post(gateway, {"query": query, "documents": DOCUMENTS})
+            assert status == 200 and body["meta"]["calibration"].startswith("all-minilm-l6-v2-cosine@"), body
+        return settle(gateway, len(QUERIES))
+    finally:
+        stop_gateway(gateway)
 
 
 def test_the_shadow_series_are_the_disagreeing_candidates_statistics(workspace):
     profile = workspace.root / "build/beside/tiny-bert_calibrate/profiles/tiny-bert.json"
-    gateway = shadow_gateway(workspace, "shadow-tiny", GATEWAY_SHADOW_MODEL="tiny-bert",
+    values = shadowed_series(workspace, "shadow-tiny", GATEWAY_SHADOW_MODEL="tiny-bert",
                              GATEWAY_SHADOW_PROFILE=str(profile))
-    try:
-        send_queries(gateway)
-        values = settle(gateway, len(QUERIES))
-    finally:
-        stop_gateway(gateway)
     labels = {"primary": "reranker", "candidate": "tiny-bert"}
     primary = [raw_scores(workspace, "reranker", q, DOCUMENTS) for q in QUERIES]
     candidate = [raw_scores(workspace, "tiny-bert", q, DOCUMENTS) for q in QUERIES]
@@ -318,12 +318,7 @@ def test_the_shadow_series_are_the_disagreeing_candidates_statistics(workspace):
 
 
 def test_the_shadow_series_stay_at_full_agreement_for_the_same_model(workspace):
-    gateway = shadow_gateway(workspace, "shadow-same", GATEWAY_SHADOW_MODEL="reranker")
-    try:
-        send_queries(gateway)
-        values = settle(gateway, len(QUERIES))
-    finally:
-        stop_gateway(gateway)
+    values = shadowed_series(workspace, "shadow-same", GATEWAY_SHADOW_MODEL="reranker")
     labels = {"primary": "reranker", "candidate": "reranker"}
     assert values[key("gateway_shadow_calls_total", **labels, outcome="compared")] == len(QUERIES)
     assert values[key("gateway_shadow_spearman_sum", **labels)] == pytest.approx(len(QUERIES), abs=1e-9)
@@ -331,12 +326,7 @@ def test_the_shadow_series_stay_at_full_agreement_for_the_same_model(workspace):
 
 
 def test_a_failing_candidate_is_counted_and_the_callers_get_the_primarys_answers(workspace):
-    gateway = shadow_gateway(workspace, "shadow-absent", GATEWAY_SHADOW_MODEL="absent")
-    try:
-        send_queries(gateway)
-        values = settle(gateway, len(QUERIES))
-    finally:
-        stop_gateway(gateway)
+    values = shadowed_series(workspace, "shadow-absent", GATEWAY_SHADOW_MODEL="absent")
     labels = {"primary": "reranker", "candidate": "absent"}
     assert values[key("gateway_shadow_calls_total", **labels, outcome="failed")] == len(QUERIES)
     assert values[key("gateway_shadow_calls_total", **labels, outcome="compared")] == 0

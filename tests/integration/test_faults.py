@@ -98,26 +98,28 @@ class Traffic:
             thread.join(timeout=90)
 
 
-def _freeze(pid: int, seconds: float) -> None:
-    os.kill(pid, signal.SIGSTOP)
-    time.sleep(seconds)
-    os.kill(pid, signal.SIGCONT)
+def _freeze_under_traffic(server: RunningServer, before_s: float, seconds: float, after_s: float) -> Counter:
+    """The engine stub stopped (SIGSTOP) for `seconds` while public traffic runs; the traffic's outcomes."""
+    (pid,) = stub_pids(server, "rerank_engine")
+    with Traffic(server) as traffic:
+        time.sleep(before_s)
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(seconds)
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(after_s)
+    print(f"{seconds:.0f} s freeze:", dict(traffic.outcomes), "server alive:", server.is_alive())
+    return traffic.outcomes
 
 
 def test_engine_frozen_for_a_second_under_traffic_is_ridden_out_or_ends_the_server(own_server):
     """A 1 s SIGSTOP of the engine stub under traffic is mostly ridden out: every request in flight or sent during
     the freeze gets its right answer and the server keeps running. When the freeze outlasts Triton's fixed 1 s stub
     health wait, Triton 2.51 still ends (SIGSEGV or SIGABRT): never a hang, and the supervisor restarts it."""
-    (pid,) = stub_pids(own_server, "rerank_engine")
-    with Traffic(own_server) as traffic:
-        time.sleep(2)
-        _freeze(pid, 1.0)
-        time.sleep(4)
-    print("1 s freeze:", dict(traffic.outcomes), "server alive:", own_server.is_alive())
-    if set(traffic.outcomes) != {"ok"}:  # it ended, or is ending (the abort can come seconds after the freeze)
-        assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, traffic.outcomes
+    outcomes = _freeze_under_traffic(own_server, before_s=2, seconds=1, after_s=4)
+    if set(outcomes) != {"ok"}:  # it ended, or is ending (the abort can come seconds after the freeze)
+        assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, outcomes
         return
-    assert traffic.outcomes["ok"] > 8
+    assert outcomes["ok"] > 8
     assert stub_pids(own_server, "rerank_engine") == [pid]
 
 
@@ -227,12 +229,7 @@ def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_ser
     with the engine stub marked unhealthy). Nothing hangs: the server answers right again, or the deep health check
     reports the dead engine (the Helm chart's liveness probe, which restarts the pod), or it has ended by a signal,
     which the container's restart policy turns into a fresh server. Runs last: it may end this module's server."""
-    (pid,) = stub_pids(own_server, "rerank_engine")
-    with Traffic(own_server) as traffic:
-        time.sleep(1)
-        _freeze(pid, 5.0)
-        time.sleep(10)
-    print("5 s freeze:", dict(traffic.outcomes), "server alive:", own_server.is_alive())
+    _freeze_under_traffic(own_server, before_s=1, seconds=5, after_s=10)
     problem = check(own_server.grpc_url) if own_server.is_alive() else "it has ended"
     if problem is None:
         assert probe_ranking(own_server) == [1, 0]
