@@ -16,7 +16,7 @@ import requests
 
 from tools.local_server import free_port
 
-from .conftest import RunningGateway, start_gateway, stop_gateway
+from tests.support.gateway import RunningGateway, start_gateway, stop_gateway
 from .tcp_proxy import TcpProxy
 
 QUERY = "What is the capital of France?"

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from gateway import Settings, create_app
-from tests.gateway.conftest import MODEL_ALIASES
+from tests.support.gateway import MODEL_ALIASES
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 SPEC = create_app(Settings(model_aliases=MODEL_ALIASES)).openapi()

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.triton_server import ROOT
 
-from .conftest import RunningGateway, start_gateway, stop_gateway
+from tests.support.gateway import RunningGateway, start_gateway, stop_gateway
 from .sdk_scenarios import API_KEY, IRRELEVANT, LITELLM_PROVIDERS, OTHER, QUERY, RELEVANT
 
 SCENARIOS = ROOT / "tests" / "gateway" / "sdk_scenarios.py"

@@ -15,7 +15,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from tests.gateway.conftest import RunningGateway, start_gateway, stop_gateway
+from tests.support.gateway import RunningGateway, start_gateway, stop_gateway
 from tests.gateway.test_two_models import DOCUMENTS, QUERIES, key, series, wait_ready
 
 CALLS = 100  # per gateway

@@ -38,7 +38,7 @@ from python_backends.calibrate.profile_schema import load_profile
 from reranker_calibrate.pair_scoring import PrecomputedScorer, read_pairs
 from reranker_client import RerankClient
 from reranker_model.cli import main as reranker_model
-from tests.gateway.conftest import RunningGateway, start_gateway, stop_gateway
+from tests.support.gateway import RunningGateway, start_gateway, stop_gateway
 from tests.support.tiny_models import session_models
 from tests.support.triton_server import ROOT, RunningServer, copy_repository, start_server, stop_server
 

@@ -22,7 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 import tritonclient.grpc as grpc_client
 from reranker_client import build_inputs
-from tests.gateway.conftest import start_gateway, stop_gateway
+from tests.support.gateway import start_gateway, stop_gateway
 from python_backends.engine.orphan_guard import children
 from tests.support.triton_server import RunningServer, stub_pids
 from tests.support.waiting import wait_until
