@@ -3,8 +3,9 @@
 The vllm_backend pattern: the engine lives on an asyncio loop in a thread of its own; `submit` hands one request
 over and returns a future at once, so the Triton instance goes back for the next dynamic batch while vLLM's
 scheduler packs the sequences of every request in flight into full GPU steps. What keeps that bounded is
-`InflightBudget`: past `max_inflight_tokens`, `submit` blocks, the instance stays busy, and new requests wait in
-Triton's queue, where the queue policy's limits and fast rejects apply.
+`InflightBudget`: past `max_inflight_tokens` a request waits on the loop, inside the step (never in `execute`, so
+Triton's queue stays empty), and past `max_waiting_tokens` of waiting work `submit` refuses it at once
+(`Overloaded`, counted by the step), so no refusal is left to Triton's queue policy.
 
 Fairness: a request larger than the whole budget holds none of it (its own lane, `OVERSIZED_IN_FLIGHT` at a time),
 so small requests still reach vLLM while it is scored; with vLLM's `scheduling_policy: "priority"` each request's
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import Overloaded
 from ..families import detect_model
 from ..model_source import resolve_model, verify_sha256
 from .deadline import ClientGone, Deadline, DeadlineExceeded
@@ -48,44 +50,81 @@ class EngineDead(RuntimeError):
 
 
 class InflightBudget:
-    """Tokens handed to vLLM and not yet answered, in two lanes. Requests of at most `limit` tokens share `limit`:
-    past it `acquire` blocks. A larger request (oversized) takes none of the shared tokens: up to
+    """Tokens handed to vLLM and not yet answered, in two lanes, and the work waiting for room. Requests of at most
+    `limit` tokens share `limit`. A larger request (oversized) takes none of the shared tokens: up to
     OVERSIZED_IN_FLIGHT of them are in flight beside the shared lane, so one maximal request never holds up the
-    small ones behind it; another oversized one waits for room."""
+    small ones behind it. `reserve` never blocks: a request that does not fit waits (`wait_for_room`, on the
+    engine's loop) while the waiting work stays within `waiting_limit` tokens; past it the request is refused.
+    A request always may wait when none does, so one larger than the bound is still served."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, waiting_limit: int) -> None:
         self.limit = limit
+        self.waiting_limit = waiting_limit
         self.used = 0  # tokens of the shared lane
         self.oversized = 0  # oversized requests in flight
-        self._cond = threading.Condition()
+        self.waiting = 0  # tokens of the requests waiting for room
+        self._cond = threading.Condition()  # guards the counts; `wait_idle` waits on it from another thread
+        self._freed = asyncio.Event()  # set (and replaced) on the loop at every release: wakes the waiting
 
     def _fits(self, tokens: int) -> bool:
         if tokens > self.limit:
             return self.oversized < OVERSIZED_IN_FLIGHT
         return self.used + tokens <= self.limit
 
-    def acquire(self, tokens: int, check: Callable[[], None]) -> None:
-        """Wait for room; `check` raises to give up (a dead engine, a passed deadline), asked at every wake."""
+    def _take(self, tokens: int) -> None:
+        if tokens > self.limit:
+            self.oversized += 1
+        else:
+            self.used += tokens
+
+    def reserve(self, tokens: int) -> bool:
+        """True: the request is in flight now. False: it waits (`wait_for_room` next). Raises `Overloaded`,
+        without waiting, when the waiting work would pass `waiting_limit`."""
         with self._cond:
-            while not self._fits(tokens):
+            if self._fits(tokens):
+                self._take(tokens)
+                return True
+            if self.waiting and self.waiting + tokens > self.waiting_limit:
+                raise Overloaded(f"rerank_engine is over its waiting bound ({self.waiting} tokens wait for vLLM, "
+                                 f"this request has {tokens}, the bound is {self.waiting_limit}): retry later")
+            self.waiting += tokens
+            return False
+
+    async def wait_for_room(self, tokens: int, check: Callable[[], None]) -> None:
+        """Wait, on the engine's loop, until a reserved request fits; `check` raises to give up (a dead engine, a
+        passed deadline, a client gone), asked at every release and every CANCEL_POLL_S."""
+        while True:
+            with self._cond:
+                if self._fits(tokens):
+                    self.waiting -= tokens
+                    self._take(tokens)
+                    return
+            try:
                 check()
-                self._cond.wait(timeout=CANCEL_POLL_S)
-            if tokens > self.limit:
-                self.oversized += 1
-            else:
-                self.used += tokens
+            except BaseException:
+                with self._cond:
+                    self.waiting -= tokens
+                raise
+            try:
+                await asyncio.wait_for(self._freed.wait(), CANCEL_POLL_S)
+            except TimeoutError:
+                pass
 
     def release(self, tokens: int) -> None:
+        """On the engine's loop, when a request in flight is answered."""
         with self._cond:
             if tokens > self.limit:
                 self.oversized -= 1
             else:
                 self.used -= tokens
             self._cond.notify_all()
+        self._freed.set()
+        self._freed = asyncio.Event()
 
     def wait_idle(self, timeout_s: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: self.used == 0 and self.oversized == 0, timeout=timeout_s)
+            return self._cond.wait_for(lambda: self.used == 0 and self.oversized == 0 and self.waiting == 0,
+                                       timeout=timeout_s)
 
 
 def priority(tokens: int) -> int:
@@ -135,10 +174,11 @@ class AsyncEngine:
             max_sequences=settings.max_sequences,
             query_row=self.kind.query_row,
         )
-        self.budget = InflightBudget(settings.max_inflight_tokens)
+        self.budget = InflightBudget(settings.max_inflight_tokens, settings.max_waiting_tokens)
         self._ids = itertools.count()
         self._by_priority = self.llm.vllm_config.scheduler_config.policy == "priority"
         self._on_death: Callable[[], None] | None = None
+        self._on_refusal: Callable[[BaseException], None] = lambda exc: None
         self._closing = False
         self._watchdog = asyncio.run_coroutine_threadsafe(self._watch_health(), self._loop)
 
@@ -159,14 +199,29 @@ class AsyncEngine:
         """`callback` runs once, on the loop thread, when the engine is found dead."""
         self._on_death = callback
 
+    def on_refusal(self, callback: Callable[[BaseException], None]) -> None:
+        """`callback(exc)` runs, on the loop thread, for a request that gave up while it waited for room (its
+        deadline passed, its client left, the engine died): refused before vLLM saw it."""
+        self._on_refusal = callback
+
     def submit(self, batch: SequenceBatch, deadline: Deadline) -> Future:
-        """Hand one validated request to vLLM; blocks only while its lane of the in-flight budget is full (and
-        gives up when the engine dies or the request's deadline passes meanwhile)."""
-        self.budget.acquire(batch.tokens, lambda: self._check(deadline))
+        """Hand one validated request over; never blocks. Raises `Overloaded` when it would have to wait and the
+        waiting work is at its bound; otherwise the future answers once vLLM has scored it."""
+        in_flight = self.budget.reserve(batch.tokens)
         request_id = f"rerank-{next(self._ids)}"
-        future = asyncio.run_coroutine_threadsafe(self._score(batch, request_id, deadline), self._loop)
-        future.add_done_callback(lambda _: self.budget.release(batch.tokens))
-        return future
+        return asyncio.run_coroutine_threadsafe(self._run(batch, request_id, deadline, in_flight), self._loop)
+
+    async def _run(self, batch: SequenceBatch, request_id: str, deadline: Deadline, in_flight: bool) -> np.ndarray:
+        if not in_flight:
+            try:
+                await self.budget.wait_for_room(batch.tokens, lambda: self._check(deadline))
+            except (EngineDead, DeadlineExceeded, ClientGone) as exc:
+                self._on_refusal(exc)
+                raise
+        try:
+            return await self._score(batch, request_id, deadline)
+        finally:
+            self.budget.release(batch.tokens)
 
     def _check(self, deadline: Deadline) -> None:
         if not self.alive:
@@ -233,7 +288,8 @@ class AsyncEngine:
     def close(self) -> None:
         """Drain what is in flight (up to the configured timeout), then stop the engine and its loop."""
         if not self.budget.wait_idle(self.settings.drain_timeout_s):
-            log.warning("finalize: %d tokens still in flight after %.0f s", self.budget.used, self.settings.drain_timeout_s)
+            log.warning("finalize: %d tokens in flight, %d waiting after %.0f s", self.budget.used,
+                        self.budget.waiting, self.settings.drain_timeout_s)
         self._closing = True  # a shut-down engine reads as errored: not a death to report
         self._watchdog.cancel()
         self.llm.shutdown()

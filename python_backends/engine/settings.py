@@ -4,8 +4,8 @@ vLLM's arguments have exactly one channel: the `engine_args` JSON object, passed
 `AsyncEngineArgs` (the vllm_backend `model.json` pattern). The only change made to it is resolving the `model`
 reference (`package:<module>/<dir>`, a folder, or a hub id) to what vLLM loads. What a model family needs in order
 to load as a scorer (its `engine_args`, python_backends/families) is checked, never added behind the user's back.
-The other parameters are the Triton side's own: the in-flight bound, per-request limits, the environment vLLM is
-imported under, and pinned weights.
+The other parameters are the Triton side's own: the in-flight bound (and from it the bound of waiting work),
+per-request limits, the environment vLLM is imported under, and pinned weights.
 """
 
 from __future__ import annotations
@@ -27,10 +27,16 @@ log = logging.getLogger(__name__)
 # is refused, a newer one loads with a warning.
 CHECKED_VLLM = (Version("0.24.0"), Version("0.35.0"))
 
+# Work that waits inside the engine step for in-flight room, as a multiple of max_inflight_tokens; past it a request
+# is refused at once. Preprocess admits work at its own pace and vLLM drains max_inflight_tokens in a few steps, so
+# four budgets' worth waiting (CPU: 262144 tokens, over a minute of vLLM's work on 2 cores, past the 30 s default
+# timeout) is reached only when work keeps coming faster than vLLM answers it.
+WAITING_PER_INFLIGHT = 4
+
 @dataclass(frozen=True)
 class EngineSettings:
     engine_args: dict[str, Any]  # passed whole to vLLM; engine_args["model"] is the model reference
-    max_inflight_tokens: int  # tokens handed to vLLM and not yet answered; past it, work waits in Triton's queue
+    max_inflight_tokens: int  # tokens handed to vLLM and not yet answered; past it, work waits in the step
     max_sequences: int  # per request
     drain_timeout_s: float  # how long finalize waits for in-flight requests
     vllm_env: dict[str, str] = field(default_factory=dict)
@@ -49,6 +55,11 @@ class EngineSettings:
             vllm_env={key: str(value) for key, value in params.json_object("vllm_env").items()},
             model_sha256=params.json_object("model_sha256"),
         )
+
+    @property
+    def max_waiting_tokens(self) -> int:
+        """Tokens of the requests waiting in the step for in-flight room; past it, `Overloaded`."""
+        return WAITING_PER_INFLIGHT * self.max_inflight_tokens
 
     @property
     def model(self) -> str:

@@ -1,5 +1,5 @@
 """Overload: a burst far past what the engine can hold; every request gets its own right answer or a fast,
-explicit rejection (the engine's queue policy in config.pbtxt), and none is lost."""
+explicit refusal by a step's own bound, counted once in reranker_rejected_requests_total, and none is lost."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ import tritonclient.grpc as grpc_client
 from reranker_client import build_inputs
 from tests.support.triton_server import TEST_VARIANT, RunningServer, copy_repository, start_server, stop_server
 
-BURST = 400  # past the engine's in-flight budget (~10 of these requests, below) + its max_queue_size of 128
-# The shipped CPU budget (65536 tokens) holds ~600 requests of ~100 tokens: with it the burst's rejections came from
-# how fast the client sent against how fast the steps drained (49 to 194 of 400 in three runs here, 0 once in CI).
-# A small budget makes the engine's queue, what this test is about, the limit.
+BURST = 400  # past the engine's in-flight budget (~10 of these requests, below) and its bound of waiting work (~40)
+# The shipped CPU budget (65536 tokens) holds ~600 requests of ~100 tokens: with it the burst's refusals came from
+# how fast the client sent against how fast the steps drained. A small budget (and so a small bound of waiting work,
+# 4 x 1024 tokens) makes the engine's own bound, what this test is about, the limit.
 INFLIGHT_TOKENS = "1024"
 DOCS_PER_REQUEST = 6
 QUEUE_TIMEOUT_S = 30.0  # default_timeout_microseconds of rerank_engine
+# What a step answers past its own bound (rerank_engine's waiting work, rerank_preprocess's work budget)
+REFUSALS = ("rerank_engine is over its waiting bound", "preprocess is over its work budget")
 
 
 async def _one(client: grpc_aio.InferenceServerClient, request_id: int, rng: random.Random) -> tuple[str, float]:
@@ -37,8 +39,8 @@ async def _one(client: grpc_aio.InferenceServerClient, request_id: int, rng: ran
         result = await client.infer("reranker", build_inputs(grpc_client, query, documents, top_n=1), request_id=str(request_id))
     except InferenceServerException as exc:
         elapsed = time.monotonic() - started
-        if "Exceeds maximum queue size" in exc.message() or str(exc.status()) in ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED"):
-            return "rejected", elapsed
+        if str(exc.status()) == "StatusCode.UNAVAILABLE" and any(refusal in exc.message() for refusal in REFUSALS):
+            return "refused", elapsed
         return f"error: {exc.status()} {exc.message()}", elapsed
     elapsed = time.monotonic() - started
     ranking = result.as_numpy("RANKING")[0].tolist()
@@ -66,20 +68,33 @@ def small_budget_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
     stop_server(running)
 
 
-def test_burst_is_answered_or_rejected_and_nothing_is_lost(small_budget_server):
+def test_a_burst_past_the_engine_is_answered_or_refused_and_every_refusal_is_counted(small_budget_server):
+    """The engine step never leaves a refusal to Triton's queue: past its bound of waiting work it refuses at once
+    (UNAVAILABLE, its own message), each refusal counted once in reranker_rejected_requests_total; every other
+    request is answered right, and none is lost."""
     server = small_budget_server
+    counted_before = _refused_work(server)
+    engine_before = _refused_work(server, 'model="rerank_engine"')
+    failed_before = _metric(server, "nv_inference_request_failure", 'model="reranker"')
     outcomes = asyncio.run(_burst(server.grpc_url))
     kinds = [kind for kind, _ in outcomes]
     ok = [t for kind, t in outcomes if kind == "ok"]
-    rejected = [t for kind, t in outcomes if kind == "rejected"]
-    other = [kind for kind in kinds if kind not in ("ok", "rejected")]
-    print(f"overload: sent {BURST}, ok {len(ok)}, rejected {len(rejected)}, other {len(other)}")
+    refused = [t for kind, t in outcomes if kind == "refused"]
+    other = [kind for kind in kinds if kind not in ("ok", "refused")]
+    counted = _refused_work(server) - counted_before
+    by_engine = _refused_work(server, 'model="rerank_engine"') - engine_before
+    failed = _metric(server, "nv_inference_request_failure", 'model="reranker"') - failed_before
+    print(f"overload: sent {BURST}, ok {len(ok)}, refused {len(refused)} (counted {counted:.0f}, by the engine "
+          f"{by_engine:.0f}; the public model's failures +{failed:.0f}), other {len(other)}; refusals in "
+          f"{min(refused, default=0):.2f}-{max(refused, default=0):.2f} s (median "
+          f"{float(np.median(refused)) if refused else 0:.2f}), answers up to {max(ok, default=0):.1f} s")
     assert not other, other[:5]
-    assert len(ok) + len(rejected) == BURST  # nothing lost
+    assert len(ok) + len(refused) == BURST  # nothing lost
     assert ok, "nothing was admitted"
-    assert rejected, "the burst never reached the queue limit; the test proves nothing"
-    assert float(np.median(rejected)) < 5.0  # rejections come back at once, not after a timeout
-    assert max(ok) < QUEUE_TIMEOUT_S + 10  # admitted requests finish within the configured queue bound
+    assert by_engine > 0, "the burst never reached the engine's bound; the test proves nothing"
+    assert counted == len(refused)  # every refusal in the project's own counter, once
+    assert float(np.median(refused)) < 5.0  # refusals come back at once, not after a timeout
+    assert max(ok) < QUEUE_TIMEOUT_S + 10  # admitted requests finish within the default deadline
     assert server.is_alive()
 
 
@@ -106,8 +121,13 @@ def _metric(server, name: str, *labels: str) -> float:
     return sum(values)
 
 
+def _refused_work(server, *labels: str) -> float:
+    """Refusals by a step's own bound of work (every step's, or those of `labels`)."""
+    return _metric(server, "reranker_rejected_requests_total", 'reason="work_budget"', *labels)
+
+
 def _refused_by_budget(server) -> float:
-    return _metric(server, "reranker_rejected_requests_total", 'model="rerank_preprocess"', 'reason="work_budget"')
+    return _refused_work(server, 'model="rerank_preprocess"')
 
 
 async def _priced(url: str, requests: int = BUDGET_REQUESTS, documents: int = DOCS_AT_THE_LIMIT) -> list[tuple[str, float]]:

@@ -1,9 +1,12 @@
-"""The engine step's fairness and deadlines without Triton or vLLM: the in-flight budget's two lanes, the priority a
-request's size gives its sequences, when a request's answer stops being wanted, and how such a request is answered
+"""The engine step's fairness and deadlines without Triton or vLLM: the in-flight budget's two lanes, the bound of
+work waiting inside the step (refused at once past it, never blocking the hand-over), the priority a request's size
+gives its sequences, when a request's answer stops being wanted, and how such a request is answered
 and counted (against a stand-in for pb_utils)."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
 import time
 import types
@@ -12,78 +15,192 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from python_backends.engine import ClientGone, Deadline, DeadlineExceeded, EngineDead, InflightBudget, ReplyThread
+from python_backends.engine import (
+    AsyncEngine, ClientGone, Deadline, DeadlineExceeded, EngineDead, EngineSettings, InflightBudget, ReplyThread,
+)
 from python_backends.engine.answer_metrics import EngineMetrics
 from python_backends.engine.runtime import CANCEL_POLL_S, OVERSIZED_IN_FLIGHT, priority
+from python_backends.errors import Overloaded
 from tests.unit.test_step_metrics import MetricFamily
 from tests.support.waiting import wait_until
 
 
-def _acquire_in_thread(budget: InflightBudget, tokens: int, check=lambda: None) -> tuple[threading.Event, list]:
-    admitted, failures = threading.Event(), []
-
-    def run() -> None:
-        try:
-            budget.acquire(tokens, check)
-            admitted.set()
-        except Exception as exc:  # noqa: BLE001 - the test reads it
-            failures.append(exc)
-
-    threading.Thread(target=run, daemon=True).start()
-    return admitted, failures
+def _wait_in_loop(budget: InflightBudget, tokens: int, check=lambda: None) -> tuple[bool, asyncio.Future | None]:
+    """Reserve `tokens` as `submit` does; if they must wait, wait for room as a task of the running loop."""
+    if budget.reserve(tokens):
+        return True, None
+    return False, asyncio.ensure_future(budget.wait_for_room(tokens, check))
 
 
-def test_requests_within_the_budget_share_it_and_wait_past_it():
-    budget = InflightBudget(100)
-    budget.acquire(60, lambda: None)
-    admitted, _ = _acquire_in_thread(budget, 50)
-    assert not admitted.wait(0.3)  # 60 + 50 > 100: it waits (in Triton, the instance stays busy and requests queue)
-    budget.release(60)
-    assert admitted.wait(2) and budget.used == 50
-    budget.release(50)
-    assert budget.wait_idle(0.1)
+async def _settled(task: asyncio.Future, seconds: float) -> bool:
+    await asyncio.wait([task], timeout=seconds)
+    return task.done()
+
+
+def test_requests_within_the_budget_share_it_and_wait_inside_the_step_past_it():
+    async def run() -> None:
+        budget = InflightBudget(100, waiting_limit=400)
+        assert budget.reserve(60)
+        in_flight, waiting = _wait_in_loop(budget, 50)  # 60 + 50 > 100: it waits, and reserve returned at once
+        assert not in_flight and budget.waiting == 50
+        assert not await _settled(waiting, 0.3)
+        budget.release(60)
+        assert await _settled(waiting, 0.1)  # woken by the release, not by the next poll
+        assert (budget.used, budget.waiting) == (50, 0)
+        budget.release(50)
+        assert budget.wait_idle(0.1)
+
+    asyncio.run(run())
 
 
 def test_a_small_request_passes_while_oversized_ones_are_in_flight():
-    budget = InflightBudget(100)
-    for _ in range(OVERSIZED_IN_FLIGHT):
-        budget.acquire(5000, lambda: None)  # larger than the whole budget: its own lane
-    assert (budget.used, budget.oversized) == (0, OVERSIZED_IN_FLIGHT)
-    small, _ = _acquire_in_thread(budget, 100)
-    assert small.wait(0.5)  # the whole shared budget is still free beside them
-    another_oversized, _ = _acquire_in_thread(budget, 5000)
-    assert not another_oversized.wait(0.3)  # the oversized lane is full
-    budget.release(5000)
-    assert another_oversized.wait(2) and budget.oversized == OVERSIZED_IN_FLIGHT
-    for tokens in (5000, 5000, 100):
-        budget.release(tokens)
+    async def run() -> None:
+        budget = InflightBudget(100, waiting_limit=400)
+        for _ in range(OVERSIZED_IN_FLIGHT):
+            assert budget.reserve(5000)  # larger than the whole budget: its own lane
+        assert (budget.used, budget.oversized) == (0, OVERSIZED_IN_FLIGHT)
+        assert budget.reserve(100)  # the whole shared budget is still free beside them
+        in_flight, another_oversized = _wait_in_loop(budget, 5000)  # the oversized lane is full: it waits alone
+        assert not in_flight and not await _settled(another_oversized, 0.3)
+        budget.release(5000)
+        assert await _settled(another_oversized, 0.1) and budget.oversized == OVERSIZED_IN_FLIGHT
+        for tokens in (5000, 5000, 100):
+            budget.release(tokens)
+        started = time.monotonic()
+        assert budget.wait_idle(0.1) and time.monotonic() - started < 0.1
+
+    asyncio.run(run())
+
+
+def test_past_the_waiting_bound_a_request_is_refused_at_once():
+    budget = InflightBudget(100, waiting_limit=150)
+    assert budget.reserve(100)
+    assert not budget.reserve(90) and not budget.reserve(60)  # 150 tokens wait: at the bound, not past it
     started = time.monotonic()
-    assert budget.wait_idle(0.1) and time.monotonic() - started < 0.1
+    with pytest.raises(Overloaded) as caught:
+        budget.reserve(1)
+    assert time.monotonic() - started < 0.05
+    assert str(caught.value) == ("rerank_engine is over its waiting bound (150 tokens wait for vLLM, this request has "
+                                 "1, the bound is 150): retry later")
+    assert caught.value.reason == "work_budget"  # counted as reranker_rejected_requests_total{reason="work_budget"}
+    assert (budget.used, budget.waiting) == (100, 150)  # the refused request holds nothing
 
 
-def test_wait_idle_waits_for_oversized_requests_too():
-    budget = InflightBudget(100)
-    budget.acquire(500, lambda: None)
+def test_a_request_larger_than_the_waiting_bound_waits_when_none_waits():
+    budget = InflightBudget(100, waiting_limit=400)
+    for _ in range(OVERSIZED_IN_FLIGHT):
+        assert budget.reserve(5000)
+    assert not budget.reserve(5000) and budget.waiting == 5000  # alone: it waits, so any request can be served
+    with pytest.raises(Overloaded):
+        budget.reserve(5000)
+    assert budget.reserve(100)  # one that fits is never held behind the waiting ones
+
+
+def test_the_waiting_bound_is_four_in_flight_budgets():
+    settings = EngineSettings(engine_args={"model": "m"}, max_inflight_tokens=65536, max_sequences=8192,
+                              drain_timeout_s=30.0)
+    assert settings.max_waiting_tokens == 262144
+
+
+def test_wait_idle_waits_for_oversized_and_waiting_requests_too():
+    budget = InflightBudget(100, waiting_limit=400)
+    assert budget.reserve(500)
     assert not budget.wait_idle(0.2)
     budget.release(500)
     assert budget.wait_idle(0.1)
+    assert budget.reserve(100) and not budget.reserve(10)
+    budget.release(100)
+    assert not budget.wait_idle(0.1)  # 10 tokens still wait for room
 
 
 @pytest.mark.parametrize("failure", [EngineDead("the vLLM engine died while this request waited for room"),
                                      DeadlineExceeded("the request's timeout passed in rerank_engine (100 ms)")])
 def test_a_request_waiting_for_room_gives_up_when_its_check_raises(failure):
-    budget = InflightBudget(10)
-    budget.acquire(10, lambda: None)
-    gave_up = threading.Event()
+    async def run() -> None:
+        budget = InflightBudget(10, waiting_limit=40)
+        assert budget.reserve(10)
+        gave_up = threading.Event()
 
-    def check() -> None:
-        if gave_up.is_set():
-            raise failure
+        def check() -> None:
+            if gave_up.is_set():
+                raise failure
 
-    admitted, failures = _acquire_in_thread(budget, 5, check)
-    gave_up.set()
-    assert wait_until(lambda: failures == [failure], 2 * CANCEL_POLL_S + 0.5)
-    assert not admitted.is_set() and budget.used == 10
+        _, waiting = _wait_in_loop(budget, 5, check)
+        await asyncio.sleep(0.05)
+        gave_up.set()
+        assert await _settled(waiting, CANCEL_POLL_S + 0.2)  # seen at the next poll, without a release
+        assert waiting.exception() is failure
+        assert (budget.used, budget.waiting) == (10, 0)
+
+    asyncio.run(run())
+
+
+# --- the engine's hand-over: never blocking, refusals counted --------------------------------------------------
+
+class _EngineShell(AsyncEngine):
+    """AsyncEngine's hand-over and waiting on its own loop thread, with vLLM's scoring replaced by an event per
+    request (this module tests the bound and the waiting, not vLLM)."""
+
+    def __init__(self, limit: int) -> None:  # noqa: D107 - not the real engine's start
+        self.budget = InflightBudget(limit, EngineSettings(engine_args={"model": "m"}, max_inflight_tokens=limit,
+                                                           max_sequences=1, drain_timeout_s=1).max_waiting_tokens)
+        self.llm = types.SimpleNamespace(errored=False)
+        self._ids = itertools.count()
+        self._on_refusal = lambda exc: None
+        self.finish: dict[str, asyncio.Event] = {}
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+
+    async def _score(self, batch, request_id: str, deadline: Deadline) -> np.ndarray:
+        deadline.check()
+        self.finish[request_id] = event = asyncio.Event()
+        await event.wait()
+        return np.zeros(1, dtype=np.float32)
+
+    def answer(self, request_id: str) -> None:
+        self._loop.call_soon_threadsafe(self.finish[request_id].set)
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+def test_submit_never_blocks_waits_inside_the_step_and_refuses_past_the_bound():
+    engine = _EngineShell(limit=100)
+    refused: list[BaseException] = []
+    engine.on_refusal(refused.append)
+    try:
+        batch = types.SimpleNamespace(tokens=100)
+        started = time.monotonic()
+        futures = [engine.submit(batch, Deadline()) for _ in range(5)]  # 1 in flight, 4 x 100 = the bound waiting
+        with pytest.raises(Overloaded, match=r"^rerank_engine is over its waiting bound \(400 tokens wait"):
+            engine.submit(batch, Deadline())
+        assert time.monotonic() - started < 0.5  # nothing blocked the caller (Triton's execute): it would wait for "rerank-0"
+        assert (engine.budget.used, engine.budget.waiting) == (100, 400)
+        for n in range(5):
+            assert wait_until(lambda: f"rerank-{n}" in engine.finish, 2)  # the next waiting one reaches vLLM
+            engine.answer(f"rerank-{n}")
+        assert [future.result(timeout=2).tolist() for future in futures] == [[0.0]] * 5
+        assert engine.budget.wait_idle(1) and refused == []
+    finally:
+        engine.stop()
+
+
+def test_a_waiting_request_whose_deadline_passes_is_answered_and_counted_as_refused():
+    engine = _EngineShell(limit=100)
+    refused: list[BaseException] = []
+    engine.on_refusal(refused.append)
+    try:
+        batch = types.SimpleNamespace(tokens=100)
+        first = engine.submit(batch, Deadline())
+        waiting = engine.submit(batch, Deadline(timeout_s=0.3))
+        with pytest.raises(DeadlineExceeded, match=r"^the request's timeout passed in rerank_engine \(300 ms\)"):
+            waiting.result(timeout=0.3 + 2 * CANCEL_POLL_S + 0.5)
+        assert [exc.reason for exc in refused] == ["deadline"]  # reranker_rejected_requests_total{reason="deadline"}
+        assert (engine.budget.used, engine.budget.waiting) == (100, 0)
+        engine.answer("rerank-0")
+        assert first.result(timeout=2).tolist() == [0.0] and engine.budget.wait_idle(1)
+    finally:
+        engine.stop()
 
 
 def test_priority_is_the_order_of_magnitude_of_a_request_s_tokens():

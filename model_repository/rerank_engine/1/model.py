@@ -1,8 +1,9 @@
 """Triton adapter of the engine step; the vLLM logic is `python_backends.engine`.
 
-`execute` validates each request on its own, hands it to vLLM's AsyncLLM and returns None; every request is
-answered later through its response sender (default, non-decoupled mode), so several dynamic batches are in
-flight at once. A request's timeout (Triton's `timeout` parameter) counts from here: once it passes, or its client
+`execute` validates each request on its own, hands it to vLLM's AsyncLLM and returns None, never blocking: a
+request waits for in-flight room inside the step, and past the step's bound of waiting work it is refused at once
+(UNAVAILABLE, counted under `work_budget`). Every request is answered later through its response sender (default,
+non-decoupled mode), so several dynamic batches are in flight at once. A request's timeout (Triton's `timeout` parameter) counts from here: once it passes, or its client
 is gone, its work in vLLM is aborted and it is answered UNAVAILABLE (CANCELLED). A dead engine is reported: requests
 get UNAVAILABLE and the model unloads itself, so its ready endpoint and the ensemble stop reporting ready
 (vllm_backend's health check does the same).
@@ -30,9 +31,11 @@ class TritonPythonModel:
         on_gpu = args.get("model_instance_kind") == "GPU"
         self.engine = AsyncEngine(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None)
         self.metrics = EngineMetrics(pb_utils, model_labels(args))
-        self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "engine_dead", "deadline", "cancelled"))
+        self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "work_budget", "engine_dead", "deadline",
+                                                                 "cancelled"))
         self.replies = ReplyThread(pb_utils, "RAW_SCORES", self.metrics, lambda: self.engine.unfinished_sequences)
         self.engine.on_death(self._unload)
+        self.engine.on_refusal(self.refusals.count)
 
     def execute(self, requests: list) -> None:
         for request in requests:
@@ -44,7 +47,7 @@ class TritonPythonModel:
                 arrays = {name: required_array(pb_utils, request, name) for name in TENSORS}
                 batch = SequenceBatch.from_arrays(arrays, self.engine.limits)
                 future = self.engine.submit(batch, deadline)
-            except Exception as exc:  # noqa: BLE001 - this request's answer (INVALID_ARG, UNAVAILABLE, CANCELLED, INTERNAL)
+            except Exception as exc:  # noqa: BLE001 - this request's answer (INVALID_ARG, UNAVAILABLE, INTERNAL)
                 self.refusals.count(exc)
                 self.replies.send_error(sender, exc)
                 continue
