@@ -11,6 +11,7 @@ Every run ends by checking that it left no shared-memory files behind (tests/sup
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -28,10 +29,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 @pytest.fixture(scope="session", autouse=True)
 def no_shared_memory_left_behind() -> Iterator[None]:
-    """Fails the run (an error at the last test's teardown) when a process it started left a Triton region, a vLLM
-    segment or a semaphore in /dev/shm that nobody holds any more; the files are removed either way."""
+    """Fails the run (an error at the last test's teardown) when a process of the test process's own group (an
+    in-process engine, a command a test ran) left a Triton region, a vLLM segment or a semaphore in /dev/shm that
+    nobody holds any more. Process groups the tests started apart and ended (servers, the quickstart's server) get
+    what `stop_server` gives a server's group: what they left is removed, since a process ended by a signal cannot
+    unlink its files. The files are removed either way."""
     LEDGER.start()
     yield
     LEDGER.stop()
+    own = os.getpgid(0)
+    for group in LEDGER.groups() - {own}:
+        LEDGER.remove_left_behind(group, settle_s=0)
     left = LEDGER.remove_left_behind()
     assert not left, f"the run's processes left {len(left)} shared-memory files in /dev/shm (removed now): {left}"

@@ -96,7 +96,7 @@ class Ledger:
             with self._lock:
                 for name in names:
                     self._seen[name].add(group)
-                    self._holder.setdefault(name, _command_line(pid))
+                    self._holder.setdefault(name, f"{_command_line(pid)} [process group {group}]")
 
     def start(self) -> None:
         if self._thread is None:
@@ -126,10 +126,14 @@ class Ledger:
         existing = {name for name in ours if (SHM / name).exists()}
         return sorted(existing - held_by_anyone())
 
-    def remove_left_behind(self, group: int | None = None) -> list[str]:
-        """Unlinks what `left_behind` finds; returns the names, each with the command line of the process first
-        seen holding it (which program left it)."""
-        names = self.left_behind(group)
+    def groups(self) -> set[int]:
+        with self._lock:
+            return set().union(*self._seen.values())
+
+    def remove_left_behind(self, group: int | None = None, settle_s: float = 10.0) -> list[str]:
+        """Unlinks what `left_behind` finds; returns the names, each with the command line and process group of the
+        process first seen holding it (which program left it)."""
+        names = self.left_behind(group, settle_s)
         for name in names:
             (SHM / name).unlink(missing_ok=True)
         with self._lock:
