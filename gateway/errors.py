@@ -2,7 +2,7 @@
 
 Kinds: `invalid` (bad input; the message names the caller's field), `empty` (no documents), `not_found` (unknown
 model), `unauthorized` (no or a wrong API key), `too_large` (the body), `body_timeout` (the body came too
-slowly), `overloaded` (Triton's queue is full), `unavailable` (Triton unreachable or stopping), `timeout`,
+slowly), `overloaded` (a step refused it as past its work budget), `unavailable` (Triton unreachable or stopping), `timeout`,
 `backend` (Triton failed the request). One status per kind. Cohere, vLLM and Jina agree on the statuses of these
 and their clients read different keys of one body, so the `/v1/rerank`, `/v2/rerank`, vLLM/Jina `/rerank` and
 `/score` answers carry all of them: `message` (Cohere), `error.message` / `error.param` (vLLM, OpenAI style) and
@@ -26,9 +26,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import timed_out
+from python_backends.contract import overloaded, timed_out
 from reranker_client import CalibrationChangedError, is_retryable
-from reranker_client.retry import QUEUE_FULL
 
 log = logging.getLogger("gateway")
 
@@ -74,7 +73,7 @@ TEI = {
 RETRY_AFTER_S = 1
 SHOWN_CHARS = 64
 FIXED_MESSAGES = {
-    "overloaded": f"the reranker server is overloaded (its queue is full): retry after {RETRY_AFTER_S} s",
+    "overloaded": f"the reranker server is overloaded: retry after {RETRY_AFTER_S} s",
     "unavailable": f"the reranker server is unavailable: retry after {RETRY_AFTER_S} s",
     "timeout": "the reranker server did not answer in time",
     "backend": "the reranker server failed the request",
@@ -128,7 +127,7 @@ def triton_error(error: Exception) -> ApiError:
             return ApiError("invalid", message)
         if status in ("StatusCode.DEADLINE_EXCEEDED", "504") or timed_out(message):
             return _server_error("timeout", error)
-        if QUEUE_FULL in message:
+        if overloaded(message):
             return _server_error("overloaded", error)
         if is_retryable(error) or status in ("StatusCode.NOT_FOUND", "StatusCode.CANCELLED"):
             # NOT_FOUND: the model is not loaded (yet, or any more)

@@ -30,6 +30,17 @@ def timed_out(message: str) -> bool:
     """Whether a server's error message says the request's own timeout ran out (not a fault of the server's)."""
     return QUEUE_TIMEOUT in message or ENGINE_TIMEOUT in message
 
+
+# How a step's refusal of work past its budget ends (python_backends.errors.Overloaded; preprocess's work budget, the
+# engine's waiting bound), and Triton's own refusal when a configured max_queue_size is full: the server is busy.
+RETRY_LATER = "): retry later"
+QUEUE_FULL = "Exceeds maximum queue size"
+
+
+def overloaded(message: str) -> bool:
+    """Whether a server's error message says it refused the request for being too busy (worth a later retry)."""
+    return RETRY_LATER in message or QUEUE_FULL in message
+
 # Tensor names
 QUERY = "QUERY"
 DOCUMENTS = "DOCUMENTS"

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import timed_out
+from python_backends.contract import overloaded, timed_out
 
 try:  # the HTTP clients' transport errors; aiohttp comes with tritonclient[http]
     import aiohttp
@@ -21,12 +21,11 @@ except ImportError:  # pragma: no cover
     _TRANSPORT_ERRORS = (ConnectionError,)
 
 RETRYABLE_STATUSES = frozenset({"StatusCode.UNAVAILABLE", "503"})
-QUEUE_FULL = "Exceeds maximum queue size"
 T = TypeVar("T")
 
 
 def is_retryable(error: BaseException) -> bool:
-    """UNAVAILABLE (gRPC), 503 (HTTP), a full queue, or a connection that could not be made or was dropped.
+    """UNAVAILABLE (gRPC), 503 (HTTP), a server too busy for it (python_backends.contract.overloaded), or a connection that could not be made or was dropped.
 
     Never INVALID_ARGUMENT / 400: the same request would get the same answer.
     """
@@ -36,7 +35,7 @@ def is_retryable(error: BaseException) -> bool:
             return False
         if timed_out(error.message() or ""):
             return False  # the request's own timeout ran out on the server: its deadline has passed
-        return status in RETRYABLE_STATUSES or QUEUE_FULL in (error.message() or "")
+        return status in RETRYABLE_STATUSES or overloaded(error.message() or "")
     return isinstance(error, _TRANSPORT_ERRORS)
 
 

@@ -18,7 +18,7 @@ ERROR_RESPONSES = {
     408: {"model": ErrorBody, "description": "The body did not arrive within GATEWAY_BODY_TIMEOUT_S."},
     413: {"model": ErrorBody, "description": "The body is larger than GATEWAY_MAX_BODY_BYTES."},
     502: {"model": ErrorBody, "description": "Triton failed the request."},
-    503: {"model": ErrorBody, "description": "Triton is unavailable or its queue is full; retry after Retry-After."},
+    503: {"model": ErrorBody, "description": "Triton is unavailable or too busy for the request; retry after Retry-After."},
     504: {"model": ErrorBody, "description": "Triton did not answer in time."},
 }
 V1 = Dialect(api_version="1", return_documents=True, zero_means_unset=True)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..contract import RETRY_LATER
 from ..errors import Overloaded
 from ..families import detect_model
 from ..model_source import resolve_model, verify_sha256
@@ -86,7 +87,7 @@ class InflightBudget:
                 return True
             if self.waiting and self.waiting + tokens > self.waiting_limit:
                 raise Overloaded(f"rerank_engine is over its waiting bound ({self.waiting} tokens wait for vLLM, "
-                                 f"this request has {tokens}, the bound is {self.waiting_limit}): retry later")
+                                 f"this request has {tokens}, the bound is {self.waiting_limit}{RETRY_LATER}")
             self.waiting += tokens
             return False
 

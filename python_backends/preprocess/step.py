@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract import RequestLimits
+from ..contract import RETRY_LATER, RequestLimits
 from ..errors import InvalidRequest, Overloaded
 from .request import RequestTensors, RerankRequest, document_sizes, empty_text_error, parse_request, request_cap
 from .settings import PreprocessSettings
@@ -71,7 +71,7 @@ class Admission:
             if self.spent and self.budget is not None and self.spent + cost > self.budget:
                 return Overloaded(
                     f"preprocess is over its work budget ({self.spent} of {self.budget} document tokens in flight, "
-                    f"this request needs up to {cost}): retry later"
+                    f"this request needs up to {cost}{RETRY_LATER}"
                 )
             self.spent += cost
             return None

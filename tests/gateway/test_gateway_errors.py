@@ -20,7 +20,10 @@ UNAVAILABLE = "the reranker server is unavailable: retry after 1 s"
     "error,status,message,param",
     [
         (InferenceServerException(msg="in ensemble 'reranker', Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"),
-         503, "the reranker server is overloaded (its queue is full): retry after 1 s", None),
+         503, "the reranker server is overloaded: retry after 1 s", None),
+        (InferenceServerException(msg="in ensemble 'reranker', rerank_engine is over its waiting bound (5000 tokens wait "
+                                  "for vLLM, this request has 900, the bound is 5200): retry later",
+                                  status="StatusCode.UNAVAILABLE"), 503, "the reranker server is overloaded: retry after 1 s", None),
         (InferenceServerException(msg="Server is stopping", status="503"), 503, UNAVAILABLE, None),
         (InferenceServerException(msg="Request for unknown model", status="StatusCode.NOT_FOUND"), 503, UNAVAILABLE, None),
         (InferenceServerException(msg="failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:8001: "
@@ -51,7 +54,10 @@ def test_triton_errors_map_to_http_statuses_in_the_callers_words(error, status, 
     "error,status,error_type,message",
     [
         (InferenceServerException(msg="Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), 429, "Overloaded",
-         "the reranker server is overloaded (its queue is full): retry after 1 s"),
+         "the reranker server is overloaded: retry after 1 s"),
+        (InferenceServerException(msg="preprocess is over its work budget (9000 of 10000 document tokens in flight, "
+                                  "this request needs up to 2000): retry later", status="StatusCode.UNAVAILABLE"),
+         429, "Overloaded", "the reranker server is overloaded: retry after 1 s"),
         (ConnectionRefusedError("connection refused"), 503, "Unhealthy", UNAVAILABLE),
         (InferenceServerException(msg="in ensemble 'reranker', DOCUMENTS[0] is empty", status="StatusCode.INVALID_ARGUMENT"),
          422, "Validation", "texts[0] is empty"),
