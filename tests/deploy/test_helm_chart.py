@@ -474,6 +474,11 @@ def test_score_drift_and_failure_alerts(helm):
     assert failures["expr"] == (
         'sum by (namespace, model) (increase(nv_inference_request_failure{namespace="ml", service="rr-reranker"}[5m])) > 0'
     )
+    refusals = rules["RerankerRefusals"]
+    assert refusals["expr"] == (
+        'sum by (namespace, model, reason) (increase(reranker_rejected_requests_total{namespace="ml", '
+        'service="rr-reranker", reason=~"work_budget|engine_dead|deadline"}[5m])) > 0'
+    )
     assert {r["labels"]["severity"] for r in rules.values()} == {"warning"}
 
 
