@@ -17,6 +17,7 @@ A request's `Deadline` aborts its sequences in vLLM once its timeout passes or i
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import locale
 import logging
@@ -39,6 +40,7 @@ from .orphan_guard import OrphanGuard, children
 from .settings import EngineSettings, check_vllm_version
 
 log = logging.getLogger(__name__)
+SHUTDOWN_GRACE_S = 20.0  # how long vLLM's engine core may take to exit before it is killed
 CANCEL_POLL_S = 0.25  # how often a request in flight or waiting for room looks at its deadline and its client
 OVERSIZED_IN_FLIGHT = 2  # requests larger than the whole budget in flight at once: one scored, the next queued in vLLM
 HEALTH_POLL_S = 1.0  # how often the watchdog looks for a dead engine when no request would notice
@@ -286,6 +288,15 @@ class AsyncEngine:
         if self._on_death is not None:
             self._on_death()
 
+    def _shutdown_vllm(self) -> None:
+        """Stop vLLM, giving its engine-core process SHUTDOWN_GRACE_S to exit. vLLM's own default is 5 s, after which
+        it kills the process, and a killed engine core cannot unlink its shared-memory segments: they stay in
+        /dev/shm until the host restarts. On a busy host (a CPU server under load) exiting can take longer."""
+        if "timeout" in inspect.signature(self.llm.shutdown).parameters:  # releases that take one
+            self.llm.shutdown(timeout=SHUTDOWN_GRACE_S)
+        else:
+            self.llm.shutdown()
+
     def close(self) -> None:
         """Drain what is in flight (up to the configured timeout), then stop the engine and its loop."""
         if not self.budget.wait_idle(self.settings.drain_timeout_s):
@@ -293,7 +304,7 @@ class AsyncEngine:
                         self.budget.waiting, self.settings.drain_timeout_s)
         self._closing = True  # a shut-down engine reads as errored: not a death to report
         self._watchdog.cancel()
-        self.llm.shutdown()
+        self._shutdown_vllm()
         self._guard.close()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
