@@ -164,43 +164,43 @@ class _EngineShell(AsyncEngine):
         self._loop.call_soon_threadsafe(self._loop.stop)
 
 
-def test_submit_never_blocks_waits_inside_the_step_and_refuses_past_the_bound():
+@pytest.fixture
+def shell():
+    """An engine shell with a 100-token in-flight budget and the refusals it counted."""
     engine = _EngineShell(limit=100)
     refused: list[BaseException] = []
     engine.on_refusal(refused.append)
-    try:
-        batch = types.SimpleNamespace(tokens=100)
-        started = time.monotonic()
-        futures = [engine.submit(batch, Deadline()) for _ in range(5)]  # 1 in flight, 4 x 100 = the bound waiting
-        with pytest.raises(Overloaded, match=r"^rerank_engine is over its waiting bound \(400 tokens wait"):
-            engine.submit(batch, Deadline())
-        assert time.monotonic() - started < 0.5  # nothing blocked the caller (Triton's execute): it would wait for "rerank-0"
-        assert (engine.budget.used, engine.budget.waiting) == (100, 400)
-        for n in range(5):
-            assert wait_until(lambda: f"rerank-{n}" in engine.finish, 2)  # the next waiting one reaches vLLM
-            engine.answer(f"rerank-{n}")
-        assert [future.result(timeout=2).tolist() for future in futures] == [[0.0]] * 5
-        assert engine.budget.wait_idle(1) and refused == []
-    finally:
-        engine.stop()
+    yield engine, refused
+    engine.stop()
 
 
-def test_a_waiting_request_whose_deadline_passes_is_answered_and_counted_as_refused():
-    engine = _EngineShell(limit=100)
-    refused: list[BaseException] = []
-    engine.on_refusal(refused.append)
-    try:
-        batch = types.SimpleNamespace(tokens=100)
-        first = engine.submit(batch, Deadline())
-        waiting = engine.submit(batch, Deadline(timeout_s=0.3))
-        with pytest.raises(DeadlineExceeded, match=r"^the request's timeout passed in rerank_engine \(300 ms\)"):
-            waiting.result(timeout=0.3 + 2 * CANCEL_POLL_S + 0.5)
-        assert [exc.reason for exc in refused] == ["deadline"]  # reranker_rejected_requests_total{reason="deadline"}
-        assert (engine.budget.used, engine.budget.waiting) == (100, 0)
-        engine.answer("rerank-0")
-        assert first.result(timeout=2).tolist() == [0.0] and engine.budget.wait_idle(1)
-    finally:
-        engine.stop()
+def test_submit_never_blocks_waits_inside_the_step_and_refuses_past_the_bound(shell):
+    engine, refused = shell
+    batch = types.SimpleNamespace(tokens=100)
+    started = time.monotonic()
+    futures = [engine.submit(batch, Deadline()) for _ in range(5)]  # 1 in flight, 4 x 100 = the bound waiting
+    with pytest.raises(Overloaded, match=r"^rerank_engine is over its waiting bound \(400 tokens wait"):
+        engine.submit(batch, Deadline())
+    assert time.monotonic() - started < 0.5  # nothing blocked the caller (Triton's execute): it would wait for "rerank-0"
+    assert (engine.budget.used, engine.budget.waiting) == (100, 400)
+    for n in range(5):
+        assert wait_until(lambda: f"rerank-{n}" in engine.finish, 2)  # the next waiting one reaches vLLM
+        engine.answer(f"rerank-{n}")
+    assert [future.result(timeout=2).tolist() for future in futures] == [[0.0]] * 5
+    assert engine.budget.wait_idle(1) and refused == []
+
+
+def test_a_waiting_request_whose_deadline_passes_is_answered_and_counted_as_refused(shell):
+    engine, refused = shell
+    batch = types.SimpleNamespace(tokens=100)
+    first = engine.submit(batch, Deadline())
+    waiting = engine.submit(batch, Deadline(timeout_s=0.3))
+    with pytest.raises(DeadlineExceeded, match=r"^the request's timeout passed in rerank_engine \(300 ms\)"):
+        waiting.result(timeout=0.3 + 2 * CANCEL_POLL_S + 0.5)
+    assert [exc.reason for exc in refused] == ["deadline"]  # reranker_rejected_requests_total{reason="deadline"}
+    assert (engine.budget.used, engine.budget.waiting) == (100, 0)
+    engine.answer("rerank-0")
+    assert first.result(timeout=2).tolist() == [0.0] and engine.budget.wait_idle(1)
 
 
 def test_priority_is_the_order_of_magnitude_of_a_request_s_tokens():
