@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -52,13 +53,23 @@ class EngineDead(RuntimeError):
     reason = "engine_dead"  # its label in reranker_rejected_requests_total when it refuses a request
 
 
+class Place:
+    """A request's place in its lane's line while it waits for room: lines are first come, first served."""
+
+    __slots__ = ("tokens",)
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+
+
 class InflightBudget:
     """Tokens handed to vLLM and not yet answered, in two lanes, and the work waiting for room. Requests of at most
     `limit` tokens share `limit`. A larger request (oversized) takes none of the shared tokens: up to
     OVERSIZED_IN_FLIGHT of them are in flight beside the shared lane, so one maximal request never holds up the
-    small ones behind it. `reserve` never blocks: a request that does not fit waits (`wait_for_room`, on the
-    engine's loop) while the waiting work stays within `waiting_limit` tokens; past it the request is refused.
-    A request always may wait when none does, so one larger than the bound is still served."""
+    small ones behind it. `reserve` never blocks: a request that does not fit, or finds others of its lane waiting,
+    takes a place in its lane's line and waits (`wait_for_room`, on the engine's loop) while the waiting work stays
+    within `waiting_limit` tokens; past it the request is refused. A request always may wait when none does, so one
+    larger than the bound is still served."""
 
     def __init__(self, limit: int, waiting_limit: int) -> None:
         self.limit = limit
@@ -66,8 +77,9 @@ class InflightBudget:
         self.used = 0  # tokens of the shared lane
         self.oversized = 0  # oversized requests in flight
         self.waiting = 0  # tokens of the requests waiting for room
-        self._cond = threading.Condition()  # guards the counts; `wait_idle` waits on it from another thread
-        self._freed = asyncio.Event()  # set (and replaced) on the loop at every release: wakes the waiting
+        self._lines: dict[bool, deque[Place]] = {False: deque(), True: deque()}  # keyed by "oversized"
+        self._cond = threading.Condition()  # guards the counts and lines; `wait_idle` waits on it from another thread
+        self._freed = asyncio.Event()  # set (and replaced) on the loop when room may have freed: wakes the waiting
 
     def _fits(self, tokens: int) -> bool:
         if tokens > self.limit:
@@ -80,38 +92,58 @@ class InflightBudget:
         else:
             self.used += tokens
 
-    def reserve(self, tokens: int) -> bool:
-        """True: the request is in flight now. False: it waits (`wait_for_room` next). Raises `Overloaded`,
-        without waiting, when the waiting work would pass `waiting_limit`."""
+    def _line(self, tokens: int) -> deque[Place]:
+        return self._lines[tokens > self.limit]
+
+    def reserve(self, tokens: int) -> Place | None:
+        """None: the request is in flight now. A `Place`: it waits (`wait_for_room` next), behind the requests of
+        its lane that came first. Raises `Overloaded`, without waiting, when the waiting work would pass
+        `waiting_limit`."""
         with self._cond:
-            if self._fits(tokens):
+            line = self._line(tokens)
+            if not line and self._fits(tokens):
                 self._take(tokens)
-                return True
+                return None
             if self.waiting and self.waiting + tokens > self.waiting_limit:
                 raise Overloaded(f"rerank_engine is over its waiting bound ({self.waiting} tokens wait for vLLM, "
                                  f"this request has {tokens}, the bound is {self.waiting_limit}{RETRY_LATER}")
             self.waiting += tokens
-            return False
+            line.append(place := Place(tokens))
+            return place
 
-    async def wait_for_room(self, tokens: int, check: Callable[[], None]) -> None:
-        """Wait, on the engine's loop, until a reserved request fits; `check` raises to give up (a dead engine, a
-        passed deadline, a client gone), asked at every release and every CANCEL_POLL_S."""
+    async def wait_for_room(self, place: Place, check: Callable[[], None]) -> None:
+        """Wait, on the engine's loop, until the request is first in its line and fits; `check` raises to give up
+        (a dead engine, a passed deadline, a client gone), asked at every wake-up and every CANCEL_POLL_S."""
+        line = self._line(place.tokens)
         while True:
+            freed = self._freed
             with self._cond:
-                if self._fits(tokens):
-                    self.waiting -= tokens
-                    self._take(tokens)
-                    return
+                if line[0] is place and self._fits(place.tokens):
+                    line.popleft()
+                    self._leave(place)
+                    self._take(place.tokens)
+                    break
             try:
                 check()
             except BaseException:
                 with self._cond:
-                    self.waiting -= tokens
+                    line.remove(place)
+                    self._leave(place)
+                self._wake()
                 raise
             try:
-                await asyncio.wait_for(self._freed.wait(), CANCEL_POLL_S)
+                await asyncio.wait_for(freed.wait(), CANCEL_POLL_S)
             except TimeoutError:
                 pass
+        self._wake()  # the next in line may fit too
+
+    def _leave(self, place: Place) -> None:
+        self.waiting -= place.tokens
+        self._cond.notify_all()
+
+    def _wake(self) -> None:
+        self._freed.set()
+        self._freed = asyncio.Event()
 
     def release(self, tokens: int) -> None:
         """On the engine's loop, when a request in flight is answered."""
@@ -121,8 +153,7 @@ class InflightBudget:
             else:
                 self.used -= tokens
             self._cond.notify_all()
-        self._freed.set()
-        self._freed = asyncio.Event()
+        self._wake()
 
     def wait_idle(self, timeout_s: float) -> bool:
         with self._cond:
@@ -210,14 +241,14 @@ class AsyncEngine:
     def submit(self, batch: SequenceBatch, deadline: Deadline) -> Future:
         """Hand one validated request over; never blocks. Raises `Overloaded` when it would have to wait and the
         waiting work is at its bound; otherwise the future answers once vLLM has scored it."""
-        in_flight = self.budget.reserve(batch.tokens)
+        place = self.budget.reserve(batch.tokens)
         request_id = f"rerank-{next(self._ids)}"
-        return asyncio.run_coroutine_threadsafe(self._run(batch, request_id, deadline, in_flight), self._loop)
+        return asyncio.run_coroutine_threadsafe(self._run(batch, request_id, deadline, place), self._loop)
 
-    async def _run(self, batch: SequenceBatch, request_id: str, deadline: Deadline, in_flight: bool) -> np.ndarray:
-        if not in_flight:
+    async def _run(self, batch: SequenceBatch, request_id: str, deadline: Deadline, place: Place | None) -> np.ndarray:
+        if place is not None:
             try:
-                await self.budget.wait_for_room(batch.tokens, lambda: self._check(deadline))
+                await self.budget.wait_for_room(place, lambda: self._check(deadline))
             except (EngineDead, DeadlineExceeded, ClientGone) as exc:
                 self._on_refusal(exc)
                 raise

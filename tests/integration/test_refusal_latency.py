@@ -20,6 +20,7 @@ MAXIMAL_DOCUMENTS = 1024  # max_documents: with ~254 tokens a document, all of t
 PROBE_DOCUMENTS = 32  # ~8000 tokens: past what the maximal request leaves, cheap to tokenize when admitted alone
 REFUSAL_S = 0.1
 PROBING_S = 4.0
+HEAD_STARTS_S = (0.3, 0.8, 1.5)
 
 
 def _infer(url: str, documents: list[str]) -> tuple[str, float]:
@@ -35,12 +36,14 @@ def _infer(url: str, documents: list[str]) -> tuple[str, float]:
     return outcome, time.monotonic() - started
 
 
-def _scenario(url: str) -> tuple[str, list[tuple[str, float]]]:
-    """One maximal request, and a probe every 50 ms (each on its own thread) for PROBING_S or until it is answered:
-    the maximal request is in preprocess within ~2 s here, its answer (through the engine) takes ~20 s."""
+def _scenario(url: str, head_start_s: float) -> tuple[str, list[tuple[str, float]]]:
+    """One maximal request, then, `head_start_s` later, a probe every 50 ms (each on its own thread) for PROBING_S or
+    until it is answered: the maximal request is tokenized for a few seconds here, its answer (through the engine)
+    takes ~20 s. The head start lets its 3.5 MB reach preprocess before a probe holds some of the budget."""
     maximal: list[tuple[str, float]] = []
     sender = threading.Thread(target=lambda: maximal.append(_infer(url, [LONG_WORDS] * MAXIMAL_DOCUMENTS)))
     sender.start()
+    time.sleep(head_start_s)
     probes: list[tuple[str, float]] = []
     threads = []
     while sender.is_alive() and len(threads) < PROBING_S / 0.05:
@@ -54,9 +57,10 @@ def _scenario(url: str) -> tuple[str, list[tuple[str, float]]]:
 
 @pytest.mark.alone
 def test_requests_past_the_budget_are_refused_at_once_while_a_maximal_request_is_tokenized(server):
-    # A probe admitted just before the maximal request arrives makes it the one refused: then the scenario repeats.
-    for _ in range(3):
-        outcome, probes = _scenario(server.grpc_url)
+    # A probe admitted just before the maximal request arrives makes it the one refused: then the scenario repeats
+    # with a longer head start (a slow machine takes longer to send it).
+    for head_start_s in HEAD_STARTS_S:
+        outcome, probes = _scenario(server.grpc_url, head_start_s)
         if outcome == "ok":
             break
     assert outcome == "ok", outcome

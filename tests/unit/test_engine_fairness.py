@@ -27,9 +27,10 @@ from tests.support.waiting import wait_until
 
 def _wait_in_loop(budget: InflightBudget, tokens: int, check=lambda: None) -> tuple[bool, asyncio.Future | None]:
     """Reserve `tokens` as `submit` does; if they must wait, wait for room as a task of the running loop."""
-    if budget.reserve(tokens):
+    place = budget.reserve(tokens)
+    if place is None:
         return True, None
-    return False, asyncio.ensure_future(budget.wait_for_room(tokens, check))
+    return False, asyncio.ensure_future(budget.wait_for_room(place, check))
 
 
 async def _settled(task: asyncio.Future, seconds: float) -> bool:
@@ -40,7 +41,7 @@ async def _settled(task: asyncio.Future, seconds: float) -> bool:
 def test_requests_within_the_budget_share_it_and_wait_inside_the_step_past_it():
     async def run() -> None:
         budget = InflightBudget(100, waiting_limit=400)
-        assert budget.reserve(60)
+        assert budget.reserve(60) is None
         in_flight, waiting = _wait_in_loop(budget, 50)  # 60 + 50 > 100: it waits, and reserve returned at once
         assert not in_flight and budget.waiting == 50
         assert not await _settled(waiting, 0.3)
@@ -53,13 +54,27 @@ def test_requests_within_the_budget_share_it_and_wait_inside_the_step_past_it():
     asyncio.run(run())
 
 
+def test_requests_of_a_lane_reach_vllm_in_the_order_they_came():
+    async def run() -> None:
+        budget = InflightBudget(100, waiting_limit=400)
+        assert budget.reserve(90) is None
+        _, first = _wait_in_loop(budget, 50)  # 90 + 50 > 100: it waits
+        _, second = _wait_in_loop(budget, 10)  # 10 would fit, but it came after a request still waiting
+        assert not await _settled(second, 0.3)
+        budget.release(90)
+        assert await _settled(first, 0.1) and await _settled(second, 0.1)  # both fit now: they go in their order
+        assert (budget.used, budget.waiting) == (60, 0)
+
+    asyncio.run(run())
+
+
 def test_a_small_request_passes_while_oversized_ones_are_in_flight():
     async def run() -> None:
         budget = InflightBudget(100, waiting_limit=400)
         for _ in range(OVERSIZED_IN_FLIGHT):
-            assert budget.reserve(5000)  # larger than the whole budget: its own lane
+            assert budget.reserve(5000) is None  # larger than the whole budget: its own lane
         assert (budget.used, budget.oversized) == (0, OVERSIZED_IN_FLIGHT)
-        assert budget.reserve(100)  # the whole shared budget is still free beside them
+        assert budget.reserve(100) is None  # the whole shared budget is still free beside them
         in_flight, another_oversized = _wait_in_loop(budget, 5000)  # the oversized lane is full: it waits alone
         assert not in_flight and not await _settled(another_oversized, 0.3)
         budget.release(5000)
@@ -74,8 +89,8 @@ def test_a_small_request_passes_while_oversized_ones_are_in_flight():
 
 def test_past_the_waiting_bound_a_request_is_refused_at_once():
     budget = InflightBudget(100, waiting_limit=150)
-    assert budget.reserve(100)
-    assert not budget.reserve(90) and not budget.reserve(60)  # 150 tokens wait: at the bound, not past it
+    assert budget.reserve(100) is None
+    assert budget.reserve(90) is not None and budget.reserve(60) is not None  # 150 tokens wait: at the bound, not past it
     started = time.monotonic()
     with pytest.raises(Overloaded) as caught:
         budget.reserve(1)
@@ -89,11 +104,11 @@ def test_past_the_waiting_bound_a_request_is_refused_at_once():
 def test_a_request_larger_than_the_waiting_bound_waits_when_none_waits():
     budget = InflightBudget(100, waiting_limit=400)
     for _ in range(OVERSIZED_IN_FLIGHT):
-        assert budget.reserve(5000)
-    assert not budget.reserve(5000) and budget.waiting == 5000  # alone: it waits, so any request can be served
+        assert budget.reserve(5000) is None
+    assert budget.reserve(5000) is not None and budget.waiting == 5000  # alone: it waits, so any request can be served
     with pytest.raises(Overloaded):
         budget.reserve(5000)
-    assert budget.reserve(100)  # one that fits is never held behind the waiting ones
+    assert budget.reserve(100) is None  # one that fits is never held behind the oversized ones waiting
 
 
 def test_the_waiting_bound_is_four_in_flight_budgets():
@@ -104,11 +119,11 @@ def test_the_waiting_bound_is_four_in_flight_budgets():
 
 def test_wait_idle_waits_for_oversized_and_waiting_requests_too():
     budget = InflightBudget(100, waiting_limit=400)
-    assert budget.reserve(500)
+    assert budget.reserve(500) is None
     assert not budget.wait_idle(0.2)
     budget.release(500)
     assert budget.wait_idle(0.1)
-    assert budget.reserve(100) and not budget.reserve(10)
+    assert budget.reserve(100) is None and budget.reserve(10) is not None
     budget.release(100)
     assert not budget.wait_idle(0.1)  # 10 tokens still wait for room
 
@@ -118,7 +133,7 @@ def test_wait_idle_waits_for_oversized_and_waiting_requests_too():
 def test_a_request_waiting_for_room_gives_up_when_its_check_raises(failure):
     async def run() -> None:
         budget = InflightBudget(10, waiting_limit=40)
-        assert budget.reserve(10)
+        assert budget.reserve(10) is None
         gave_up = threading.Event()
 
         def check() -> None:
@@ -184,7 +199,7 @@ def test_submit_never_blocks_waits_inside_the_step_and_refuses_past_the_bound(sh
     assert time.monotonic() - started < 0.5  # nothing blocked the caller (Triton's execute): it would wait for "rerank-0"
     assert (engine.budget.used, engine.budget.waiting) == (100, 400)
     for n in range(5):
-        assert wait_until(lambda: f"rerank-{n}" in engine.finish, 2)  # the next waiting one reaches vLLM
+        assert wait_until(lambda: f"rerank-{n}" in engine.finish, 5)  # the next waiting one reaches vLLM
         engine.answer(f"rerank-{n}")
     assert [future.result(timeout=2).tolist() for future in futures] == [[0.0]] * 5
     assert engine.budget.wait_idle(1) and refused == []
