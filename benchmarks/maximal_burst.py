@@ -119,7 +119,7 @@ async def _burst(url: str, limits: RequestLimits, concurrency: int, timeout_s: f
         await client.close()
 
 
-def _old_checkout(commit: str, folder: Path) -> Path:
+def old_checkout(commit: str, folder: Path) -> Path:
     """`commit`'s model_repository and python_backends under `folder`; its model.py files import that package."""
     archive = subprocess.run(["git", "archive", commit, "model_repository", "python_backends"], cwd=ROOT,
                              capture_output=True, check=True)
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.before:
         with tempfile.TemporaryDirectory() as old:
-            before = {"commit": args.before, **run(_old_checkout(args.before, Path(old)), args.concurrency, args.timeout_s)}
+            before = {"commit": args.before, **run(old_checkout(args.before, Path(old)), args.concurrency, args.timeout_s)}
         result = {"before": before, "after": run(args.model_repository, args.concurrency, args.timeout_s)}
     else:
         result = run(args.model_repository, args.concurrency, args.timeout_s)

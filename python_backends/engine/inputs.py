@@ -99,6 +99,17 @@ class SequenceBatch:
         if np.unique(docs).shape[0] != int(docs.max()) + 1:
             raise InvalidRequest("SEQUENCE_DOCUMENTS: document indices must cover 0..D-1 without gaps")
 
+    def windows(self, tokens: int) -> list[range]:
+        """The sequences in consecutive runs of at most `tokens` tokens each (a longer sequence makes a run alone)."""
+        runs, start, total = [], 0, 0
+        for n, length in enumerate(self.lengths.tolist()):
+            if n > start and total + length > tokens:
+                runs.append(range(start, n))
+                start, total = n, 0
+            total += length
+        runs.append(range(start, len(self.lengths)))
+        return runs
+
     def split(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         cuts = np.cumsum(self.lengths)[:-1]
         return np.split(self.token_ids, cuts), np.split(self.token_type_ids, cuts)

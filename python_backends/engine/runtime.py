@@ -8,9 +8,11 @@ Triton's queue stays empty), and past `max_waiting_tokens` of waiting work `subm
 (`Overloaded`, counted by the step), so no refusal is left to Triton's queue policy.
 
 Fairness: a request larger than the whole budget holds none of it (its own lane, `OVERSIZED_IN_FLIGHT` at a time),
-so small requests still reach vLLM while it is scored; with vLLM's `scheduling_policy: "priority"` each request's
-sequences carry the order of magnitude of its tokens as their priority, so vLLM's next step takes the small
-request's sequences before the rest of a large one's (first come, first served among requests of one magnitude).
+so small requests still reach vLLM while it is scored, and it is handed to vLLM a window at a time (a share of one
+step), so the step a small request runs in is never filled up with the rest of it; with vLLM's
+`scheduling_policy: "priority"` each request's sequences carry the order of magnitude of its tokens as their
+priority, so vLLM's next step takes the small request's sequences before a large one's (first come, first served
+among requests of one magnitude).
 A request's `Deadline` aborts its sequences in vLLM once its timeout passes or its client is gone.
 """
 
@@ -211,6 +213,7 @@ class AsyncEngine:
         self.budget = InflightBudget(settings.max_inflight_tokens, settings.max_waiting_tokens)
         self._ids = itertools.count()
         self._by_priority = self.llm.vllm_config.scheduler_config.policy == "priority"
+        self._step_tokens = self.llm.vllm_config.scheduler_config.max_num_batched_tokens
         self._on_death: Callable[[], None] | None = None
         self._on_refusal: Callable[[BaseException], None] = lambda exc: None
         self._closing = False
@@ -263,17 +266,19 @@ class AsyncEngine:
         deadline.check()
 
     async def _score(self, batch: SequenceBatch, request_id: str, deadline: Deadline) -> np.ndarray:
-        deadline.check()  # passed, or the client left, while the request waited: vLLM never sees it
         ids, types = batch.split()
         rank = priority(batch.tokens) if self._by_priority else 0
-        tasks = [
-            asyncio.ensure_future(self._pool(self._tokens_prompt(prompt_token_ids=seq.tolist()), self.kind.params(t),
-                                             f"{request_id}-{n}", rank))
-            for n, (seq, t) in enumerate(zip(ids, types))
-        ]
+        tasks: list[asyncio.Future] = []  # every sequence handed to vLLM so far: what the watcher cancels
         watcher = asyncio.ensure_future(self._abort_when(deadline, tasks))
+        pooled: list[Any] = []
         try:
-            pooled = await asyncio.gather(*tasks)
+            for window in self._windows(batch):
+                deadline.check()  # passed, or the client left, while it waited for room or for the last window
+                handed = [asyncio.ensure_future(self._pool(self._tokens_prompt(prompt_token_ids=ids[n].tolist()),
+                                                           self.kind.params(types[n]), f"{request_id}-{n}", rank))
+                          for n in window]
+                tasks.extend(handed)
+                pooled.extend(await asyncio.gather(*handed))
         except BaseException:
             for task in tasks:
                 task.cancel()  # encode() aborts its request in vLLM (AsyncLLM.abort) when cancelled
@@ -285,6 +290,15 @@ class AsyncEngine:
         finally:
             watcher.cancel()
         return batch.document_scores(self.kind.sequence_scores(pooled))
+
+    def _windows(self, batch: SequenceBatch) -> list[range]:
+        """A request within the in-flight budget goes to vLLM whole. An oversized one goes a window at a time, each
+        of 1/OVERSIZED_IN_FLIGHT of vLLM's step (its max_num_batched_tokens), the next once the last is scored: so
+        vLLM never holds more of it than one step's share, and a small request that arrives meanwhile runs in the
+        next step with no more than that share beside it (vLLM fills a step with whatever waits, priority or not)."""
+        if batch.tokens <= self.budget.limit:
+            return [range(len(batch.lengths))]
+        return batch.windows(self._step_tokens // OVERSIZED_IN_FLIGHT)
 
     async def _pool(self, prompt: Any, params: Any, request_id: str, rank: int) -> Any:
         final = None

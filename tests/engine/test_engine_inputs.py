@@ -48,6 +48,14 @@ def test_a_valid_request_splits_by_lengths():
     assert batch.tokens == 6 and batch.document_count == 2
 
 
+@pytest.mark.parametrize("tokens, runs", [(6, [range(0, 3)]), (4, [range(0, 2), range(2, 3)]),
+                                          (3, [range(0, 1), range(1, 3)]),
+                                          (2, [range(0, 1), range(1, 2), range(2, 3)])])
+def test_windows_run_consecutive_sequences_up_to_a_token_count(tokens, runs):
+    batch = SequenceBatch.from_arrays(GOOD, LIMITS)  # sequences of 3, 1 and 2 tokens
+    assert batch.windows(tokens) == runs
+
+
 def test_document_scores_keep_the_best_window_and_skip_the_query():
     batch = SequenceBatch.from_arrays(arrays([1] * 5, [0] * 5, [1] * 5, [-1, 0, 1, 1, 2]), EngineLimits(8, 100, 8, True))
     best = batch.document_scores(np.array([0.1, 0.3, 0.9, -2.0], dtype=np.float32))

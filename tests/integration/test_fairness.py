@@ -1,54 +1,36 @@
 """Deadlines and fairness on the real server: a two-document request sent while one maximal request (1024
-documents x 64 KB) is scored is answered within 3x its solo latency plus two engine steps (the step in progress, and
-the one it runs in, which vLLM fills up with the maximal request's sequences) plus CONTENDED_S; a request whose
-timeout passes has its work aborted in vLLM: the engine counts it under outcome "deadline", vLLM's count of the
-sequences it holds falls to 0, and vLLM's processes go idle within the step they were running (their CPU time, from
-/proc); a gateway 504 leaves no work running.
+documents x 64 KB) is scored is answered within 3x its solo latency plus one engine step (the engine hands the
+maximal request to vLLM half a step at a time: the step in progress and the one the small request runs in hold half a
+step of it each) plus CONTENDED_S; a request whose timeout passes has its work aborted in vLLM: the engine counts it
+under outcome "deadline", vLLM's count of the sequences it holds falls to 0, and vLLM's processes go idle within the
+step they were running (their CPU time, from /proc); a gateway 504 leaves no work running.
 
 Timed against each other, so marked `alone`. One server (the session's) for all of it."""
 
 from __future__ import annotations
 
 import os
-import statistics
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import requests
-from tritonclient.utils import InferenceServerException
 
-import tritonclient.grpc as grpc_client
-from reranker_client import build_inputs
-from tests.support.gateway import start_gateway, stop_gateway
 from python_backends.engine.orphan_guard import children
+from tests.support.fairness import (
+    MAXIMAL, ONE_STEP, SMALL, engine_series, held, in_background, rerank, small_solo_s,
+)
+from tests.support.gateway import start_gateway, stop_gateway
 from tests.support.triton_server import RunningServer, stub_pids
 from tests.support.waiting import wait_until
 
-PROSE = "The committee reviewed the quarterly budget figures and scheduled another meeting about Paris. "
-MAXIMAL = [(PROSE * 700)[:65536]] * 1024  # max_documents x max_document_bytes: 1024 x 256 tokens in the engine
-ONE_STEP = [(PROSE * 40)[:2048]] * 63  # 63 x 256 tokens + the query: about max_num_batched_tokens (16384), one step
-SMALL = ("capital of France", ["Bananas are yellow.", "Paris is the capital of France."])
-SOLO_RUNS = 5
 ABORTED_WITHIN_S = 2.0  # the abort poll (0.25 s) and the gauge's refresh (1 s), with room on 2 busy cores
 STEP_S = 4.0  # one 16384-token step of the CPU engine (3.4-3.7 s measured alone): vLLM's core ends it, then aborts
 # The small request's own way through Triton and three stubs while vLLM keeps both cores busy (it came to 0.2-0.3 s
-# over two steps here): what is measured alone does not include that contention.
+# here): what is measured alone does not include that contention.
 CONTENDED_S = 1.0
 IDLE_CORES = 0.2  # CPU use of vLLM's processes with no work (their busy steps use both cores)
-ENGINE = 'model="rerank_engine"'
 UTIME, STIME = 11, 12  # /proc/<pid>/stat fields after the command name
-
-
-def engine_series(server: RunningServer, name: str, label: str = "") -> float:
-    """One series of rerank_engine from the server's /metrics (`label` e.g. 'outcome="deadline"')."""
-    with urllib.request.urlopen(f"http://{server.metrics_url}/metrics") as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(name + "{") and ENGINE in line and label in line:
-                return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"{name}{{{label}}} of rerank_engine not in /metrics")
 
 
 def vllm_cpu_s(server: RunningServer) -> float:
@@ -70,44 +52,12 @@ def vllm_idle(server: RunningServer, window_s: float = 1.0) -> bool:
     return (vllm_cpu_s(server) - before) / window_s < IDLE_CORES
 
 
-def held(server: RunningServer) -> float:
-    return engine_series(server, "reranker_engine_vllm_sequences")
-
-
 def aborted(server: RunningServer) -> float:
     return engine_series(server, "reranker_engine_requests_total", 'outcome="deadline"')
 
 
-def rerank(server: RunningServer, query: str, documents: list[str], timeout_s: float | None = None) -> tuple[str, float]:
-    """One gRPC call; `timeout_s` is the request's Triton timeout (the schedule-policy `timeout` parameter)."""
-    client = grpc_client.InferenceServerClient(server.grpc_url)
-    started = time.monotonic()
-    try:
-        kwargs = {"timeout": int(timeout_s * 1e6)} if timeout_s else {}
-        result = client.infer("reranker", build_inputs(grpc_client, query, documents), client_timeout=300, **kwargs)
-        outcome = f"ranking {result.as_numpy('RANKING')[0].tolist()}"
-    except InferenceServerException as exc:
-        outcome = f"{exc.status()}: {exc.message()}"
-    finally:
-        client.close()
-    return outcome, time.monotonic() - started
-
-
-def small_solo_s(server: RunningServer) -> float:
-    runs = [rerank(server, *SMALL) for _ in range(SOLO_RUNS)]
-    assert {outcome for outcome, _ in runs} == {"ranking [1, 0]"}, runs
-    return statistics.median(seconds for _, seconds in runs)
-
-
-def in_background(call) -> tuple[threading.Thread, list]:
-    answers: list = []
-    thread = threading.Thread(target=lambda: answers.append(call()), daemon=True)
-    thread.start()
-    return thread, answers
-
-
 @pytest.mark.alone
-def test_a_small_request_behind_a_maximal_one_is_answered_within_3x_its_solo_latency_plus_two_steps(server):
+def test_a_small_request_behind_a_maximal_one_is_answered_within_3x_its_solo_latency_plus_one_step(server):
     solo = small_solo_s(server)
     outcome, step = rerank(server, "budget", ONE_STEP)
     assert outcome.startswith("ranking"), outcome
@@ -119,7 +69,7 @@ def test_a_small_request_behind_a_maximal_one_is_answered_within_3x_its_solo_lat
     print(f"small alone {solo:.3f} s, one step {step:.2f} s, small behind the maximal {behind:.2f} s, "
           f"maximal: {answers[0][0][:60]} after {answers[0][1]:.1f} s")
     assert outcome == "ranking [1, 0]"
-    assert behind <= 3 * solo + 2 * step + CONTENDED_S, (behind, solo, step)
+    assert behind <= 3 * solo + step + CONTENDED_S, (behind, solo, step)
 
 
 @pytest.mark.alone
@@ -133,7 +83,7 @@ def test_a_request_whose_timeout_passes_has_its_work_aborted_in_vllm(server):
     assert outcome == ("StatusCode.UNAVAILABLE: in ensemble 'reranker', the request's timeout passed in "
                        "rerank_engine (5000 ms); its work was aborted"), outcome
     assert aborted(server) - before == 1
-    # vLLM's own count: the ~1000 sequences it still had are gone, long before the request's work would have ended
+    # vLLM's own count: the window of sequences it held is gone, long before the request's work would have ended
     assert wait_until(lambda: held(server) == 0, ABORTED_WITHIN_S, poll_s=0.1), held(server)
     assert wait_until(lambda: vllm_idle(server), STEP_S + 2.0, poll_s=0), "vLLM kept working after the abort"
     print(f"maximal request with a 5 s timeout answered after {seconds:.1f} s; vLLM holds 0 sequences and is idle")

@@ -68,6 +68,9 @@ def small_budget_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
     stop_server(running)
 
 
+# Alone: with another test's server on the same 2 cores, preprocess and calibrate (not the engine's bound) became the
+# limit and requests timed out in their queues (10 s); the test is about the engine's bound.
+@pytest.mark.alone
 def test_a_burst_past_the_engine_is_answered_or_refused_and_every_refusal_is_counted(small_budget_server):
     """The engine step never leaves a refusal to Triton's queue: past its bound of waiting work it refuses at once
     (UNAVAILABLE, its own message), each refusal counted once in reranker_rejected_requests_total; every other
