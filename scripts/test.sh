@@ -8,11 +8,12 @@ scripts/setup.sh --tests   # serving, plus the test and tool packages
 # perf_analyzer (from the tritonclient 2.51 wheel) and the docker compose plugin, for tests/deploy.
 PYTHON=.venv/bin/python bash deploy/install_tools.sh
 # Two passes: everything else on two pytest-xdist workers (the 2-core CI machine waits on servers and engines more
-# than it computes; `--dist loadfile` keeps each file on one worker, in order, with its module's server or engine),
+# than it computes; `--dist loadfile` keeps each file on one worker, in order, with its module's server or engine;
+# files go out in collection order, the longest first: tests/conftest.py),
 # then the `alone` tests (fault injection, timing sensitive) with nothing else running. Exit 5 (nothing collected)
 # is fine for one pass, not for both.
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=30 -m "not alone" "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not alone" "$@"
 first=$?
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 -m alone "$@"
 second=$?

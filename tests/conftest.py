@@ -21,6 +21,24 @@ from tests.support.shared_memory import LEDGER
 from tests.support.triton_server import RunningServer, start_server, stop_server
 
 
+# The files that start their own servers or engines (minutes each on the 2-core CI machine), longest first. scripts/
+# test.sh hands files to its two workers in collection order (`--no-loadscope-reorder`): these go first, so that the
+# many short files fill the gaps at the end instead of one long file running alone after them.
+LONGEST_FIRST = (
+    "tests/gateway/test_two_models.py",
+    "tests/engine/test_vllm_engine.py",
+    "tests/integration/test_lifecycle.py",
+    "tests/integration/test_long_documents.py",
+    "tests/client/test_client.py",
+    "tests/integration/test_reranker.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: n for n, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: file order kept otherwise
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     running = start_server(tmp_path_factory.mktemp("triton") / "server.log")
