@@ -96,7 +96,8 @@ def test_a_burst_past_the_engine_is_answered_or_refused_and_every_refusal_is_cou
     assert ok, "nothing was admitted"
     assert by_engine > 0, "the burst never reached the engine's bound; the test proves nothing"
     assert counted == len(refused)  # every refusal in the project's own counter, once
-    assert float(np.median(refused)) < 5.0  # refusals come back at once, not after a timeout
+    # refused as they reach the engine, not after waiting there: before the burst's admitted work is all answered
+    assert max(refused) < max(ok)
     assert max(ok) < QUEUE_TIMEOUT_S + 10  # admitted requests finish within the default deadline
     assert server.is_alive()
 

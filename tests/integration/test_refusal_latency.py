@@ -22,6 +22,7 @@ REFUSAL_S = 0.1
 PROBING_S = 4.0
 HEAD_STARTS_S = (0.3, 0.8, 1.5)
 MAXIMAL_TIMEOUT_S = 8.0
+PROBE_TIMEOUT_S = 2.0  # an admitted probe's engine work ends there: the scenario does not wait a minute for 40 of them
 # the maximal request's answer once preprocess admitted it: scored, or ended by its timeout in the engine
 ADMITTED = ("ok", "StatusCode.UNAVAILABLE: in ensemble 'reranker', the request's timeout passed in rerank_engine "
                   "(8000 ms); its work was aborted")
@@ -55,7 +56,8 @@ def _scenario(url: str, head_start_s: float) -> tuple[str, list[tuple[str, float
     probes: list[tuple[str, float]] = []
     threads = []
     while sender.is_alive() and len(threads) < PROBING_S / 0.05:
-        threads.append(threading.Thread(target=lambda: probes.append(_infer(url, [PROSE] * PROBE_DOCUMENTS))))
+        threads.append(threading.Thread(
+            target=lambda: probes.append(_infer(url, [PROSE] * PROBE_DOCUMENTS, PROBE_TIMEOUT_S))))
         threads[-1].start()
         time.sleep(0.05)
     for thread in [sender, *threads]:

@@ -18,6 +18,7 @@ from tools.local_server import free_port, http_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = float(os.environ.get("TRITON_START_TIMEOUT_S", "300"))
+START_ATTEMPTS = 3
 
 
 # the config variant copy_repository writes for a test's changed parameters (tritonserver --model-config-name)
@@ -45,6 +46,21 @@ class RunningServer:
 
 
 def start_server(log_path: Path, model_repository: Path | None = None, extra_args: tuple[str, ...] = ()) -> RunningServer:
+    """tritonserver on free loopback ports, ready. Another process can still take a port in the minute before the
+    server binds it: such a start is made again on other ports."""
+    for _ in range(START_ATTEMPTS - 1):
+        try:
+            return _start_once(log_path, model_repository, extra_args)
+        except PortTaken:
+            pass
+    return _start_once(log_path, model_repository, extra_args)
+
+
+class PortTaken(RuntimeError):
+    """The server exited because one of its ports was taken before it bound it."""
+
+
+def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple[str, ...]) -> RunningServer:
     ports = {"HTTP_PORT": free_port(), "GRPC_PORT": free_port(), "METRICS_PORT": free_port()}
     admin_key = secrets.token_urlsafe(16)
     env = dict(os.environ, TRITON_ADMIN_KEY=admin_key, **{key: str(value) for key, value in ports.items()})
@@ -66,7 +82,9 @@ def start_server(log_path: Path, model_repository: Path | None = None, extra_arg
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if not server.is_alive():
-            raise RuntimeError(f"tritonserver exited with {process.returncode}:\n{server.log_tail()}")
+            stop_server(server)  # what its group left (stubs, vLLM's processes and segments) goes with it
+            failure = PortTaken if "already in use" in server.log_tail() else RuntimeError
+            raise failure(f"tritonserver exited with {process.returncode}:\n{server.log_tail()}")
         if http_ok(f"http://{server.http_url}/v2/health/ready"):
             return server
         time.sleep(0.5)
