@@ -115,29 +115,35 @@ class InflightBudget:
 
     async def wait_for_room(self, place: Place, check: Callable[[], None]) -> None:
         """Wait, on the engine's loop, until the request is first in its line and fits; `check` raises to give up
-        (a dead engine, a passed deadline, a client gone), asked at every wake-up and every CANCEL_POLL_S."""
+        (a dead engine, a passed deadline, a client gone), asked at every wake-up and every CANCEL_POLL_S. A request
+        that gives up, or is cancelled, leaves its line."""
         line = self._line(place.tokens)
-        while True:
-            freed = self._freed
-            with self._cond:
-                if line[0] is place and self._fits(place.tokens):
-                    line.popleft()
-                    self._leave(place)
-                    self._take(place.tokens)
+        try:
+            while True:
+                freed = self._freed  # taken before the look at the room: a release after it still wakes this wait
+                if self._admitted(line, place):
                     break
-            try:
                 check()
-            except BaseException:
-                with self._cond:
-                    line.remove(place)
-                    self._leave(place)
-                self._wake()
-                raise
-            try:
-                await asyncio.wait_for(freed.wait(), CANCEL_POLL_S)
-            except TimeoutError:
-                pass
+                try:
+                    await asyncio.wait_for(freed.wait(), CANCEL_POLL_S)
+                except TimeoutError:
+                    pass
+        except BaseException:
+            with self._cond:
+                line.remove(place)
+                self._leave(place)
+            self._wake()
+            raise
         self._wake()  # the next in line may fit too
+
+    def _admitted(self, line: deque[Place], place: Place) -> bool:
+        with self._cond:
+            if line[0] is not place or not self._fits(place.tokens):
+                return False
+            line.popleft()
+            self._leave(place)
+            self._take(place.tokens)
+            return True
 
     def _leave(self, place: Place) -> None:
         self.waiting -= place.tokens

@@ -68,6 +68,21 @@ def test_requests_of_a_lane_reach_vllm_in_the_order_they_came():
     asyncio.run(run())
 
 
+def test_a_cancelled_wait_leaves_its_line():
+    async def run() -> None:
+        budget = InflightBudget(100, waiting_limit=400)
+        assert budget.reserve(100) is None
+        _, first = _wait_in_loop(budget, 50)
+        _, second = _wait_in_loop(budget, 50)
+        await asyncio.sleep(0.05)
+        first.cancel()
+        budget.release(100)
+        assert await _settled(second, 0.1)  # not held behind a place nobody waits at
+        assert (budget.used, budget.waiting) == (50, 0)
+
+    asyncio.run(run())
+
+
 def test_a_small_request_passes_while_oversized_ones_are_in_flight():
     async def run() -> None:
         budget = InflightBudget(100, waiting_limit=400)
