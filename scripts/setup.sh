@@ -30,10 +30,8 @@ fingerprint() { cat "$@" | sha256sum | cut -d' ' -f1; }
 SERVING_FINGERPRINT="$(fingerprint "$LOCK" "$ROOT/pyproject.toml")"
 TESTS_FINGERPRINT="$(fingerprint "$LOCK" "${TEST_REQUIREMENTS[@]}")"
 done_already() { [ "$(cat "$VENV/.setup-$1" 2>/dev/null)" = "$2" ]; }
-# pip's own output, less its "WARNING: Location ..." lines; pip's exit status is kept (pipefail). --no-compile: pip
-# would byte-compile all ~26k files of the venv, most of them never imported; Python compiles and caches what a
-# process imports, once.
-pip_install() { "$VENV/bin/python" -m pip install --no-compile "$@" 2>&1 | { grep -v "^WARNING: Location" || true; }; }
+# pip's own output, less its "WARNING: Location ..." lines; pip's exit status is kept (pipefail)
+pip_install() { "$VENV/bin/python" -m pip install "$@" 2>&1 | { grep -v "^WARNING: Location" || true; }; }
 
 if [ ! -x "$VENV/bin/python" ] || [ "$("$VENV/bin/python" -c 'import sys; print(sys.base_prefix)')" != "$("$PYTHON" -c 'import sys; print(sys.base_prefix)')" ]; then
   step "creating $VENV from $PYTHON"
