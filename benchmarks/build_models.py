@@ -155,7 +155,10 @@ def write_random_weights(model_cls, config, out: Path, seed: int, init_std: floa
 
 def build_qwen3(out: Path, shape: Qwen3Shape = QWEN3_FULL, seed: int = 0, init_std: float = 0.02,
                 device: str = "cpu", max_len: int = 8192) -> dict:
+    from huggingface_hub.repocard import metadata_save
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    from python_backends.families import Qwen3YesNo
 
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -174,6 +177,7 @@ def build_qwen3(out: Path, shape: Qwen3Shape = QWEN3_FULL, seed: int = 0, init_s
     config.dtype = "bfloat16"
     info = write_random_weights(Qwen3ForCausalLM, config, out, seed, init_std, device, skip=("lm_head.weight",))
     config.save_pretrained(out)
+    metadata_save(out / "README.md", {"pipeline_tag": Qwen3YesNo.PIPELINE_TAG})  # a reranker's card, as Qwen's
     info.update(kind="qwen3", path=str(out), shape=asdict(shape), seconds=round(time.perf_counter() - t0, 2))
     return info
 

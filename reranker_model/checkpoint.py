@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from python_backends.families import ModelFamily, UnsupportedModelError, detect_model
+from python_backends.families import ModelFamily, Qwen3YesNo, UnsupportedModelError, detect_model
 from python_backends.model_source import PACKAGE_PREFIX, ModelSourceError, resolve_model
 from python_backends.preprocess.tokenization import make_encoder
 
@@ -122,6 +122,8 @@ def _family(folder: str, config: dict[str, Any]) -> Any:
         return detect_model(folder)
     except UnsupportedModelError as exc:
         architecture = (config.get("architectures") or [""])[0]
+        if architecture in Qwen3YesNo.ARCHITECTURES:  # the family's own reason: its model card or its answer tokens
+            raise RefusedModel(str(exc)) from None
         if architecture.endswith("ForCausalLM"):
             raise RefusedModel(
                 f"{folder}: {architecture} is a causal LM; one is served only as a yes/no reranker (Qwen3ForCausalLM, "
@@ -130,13 +132,10 @@ def _family(folder: str, config: dict[str, Any]) -> Any:
         raise RefusedModel(f"{exc}; a new family is a module in python_backends/families") from None
 
 
-def _classifier_tokens(family: type[ModelFamily], tokenizer: Any, folder: str) -> dict[str, int]:
+def _classifier_tokens(family: type[ModelFamily], tokenizer: Any) -> dict[str, int]:
+    """A yes/no reranker's answer tokens and their ids (detection has made sure the tokenizer has them)."""
     tokens = family.engine_args.get("hf_overrides", {}).get("classifier_from_token", [])
-    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in tokens}
-    missing = [token for token, index in ids.items() if index is None or index == tokenizer.unk_token_id]
-    if missing:
-        raise RefusedModel(f"{folder}: a causal LM whose tokenizer has no {missing} token is not a yes/no reranker")
-    return ids
+    return {token: tokenizer.convert_tokens_to_ids(token) for token in tokens}
 
 
 def check_model(reference: str) -> ModelCheck:
@@ -161,7 +160,7 @@ def check_model(reference: str) -> ModelCheck:
         max_position_embeddings=info.max_position_embeddings,
         length_limit=limit,
         template=" | ".join(tokenizer.decode(ids, skip_special_tokens=False) for ids in encoded.token_ids),
-        classifier_tokens=_classifier_tokens(info.family, tokenizer, folder),
+        classifier_tokens=_classifier_tokens(info.family, tokenizer),
     )
 
 

@@ -16,7 +16,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 from packaging.version import Version
+from huggingface_hub.repocard import metadata_load
+from tokenizers import Tokenizer
 from transformers import AutoConfig
+from transformers.utils import cached_file
 
 # From vLLM 0.33 on, PoolingParams.extra_kwargs["compressed_token_type_ids"] is segment B's half-open range
 # (start, end); before, its start. The other form fails in vLLM's model runner and ends the engine.
@@ -49,6 +52,22 @@ class Checkpoint:
             max_position_embeddings=getattr(config, "max_position_embeddings", None),
             num_labels=getattr(config, "num_labels", 1),
         )
+
+    def _file(self, name: str) -> str | None:
+        """A file of the checkpoint (a local folder, or a hub id in the local cache); None when it has none."""
+        return cached_file(self.path, name, _raise_exceptions_for_missing_entries=False)
+
+    def card_metadata(self) -> dict[str, Any]:
+        """The front matter of the checkpoint's model card (README.md); empty without one."""
+        card = self._file("README.md")
+        return (metadata_load(card) or {}) if card else {}
+
+    def tokenizer(self) -> Tokenizer:
+        """The checkpoint's fast tokenizer (tokenizer.json)."""
+        path = self._file("tokenizer.json")
+        if path is None:
+            raise UnsupportedModelError(f"{self.path}: no tokenizer.json; the serving code needs the model's fast tokenizer")
+        return Tokenizer.from_file(path)
 
     @property
     def is_encoder(self) -> bool:

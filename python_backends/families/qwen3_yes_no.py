@@ -17,7 +17,7 @@ from ..preprocess.tokenization import (
     check_not_empty,
     query_budget_error,
 )
-from .base import Checkpoint, ClassifierLogit, ModelFamily
+from .base import Checkpoint, ClassifierLogit, ModelFamily, UnsupportedModelError
 
 QWEN3_DEFAULT_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
 QWEN3_PREFIX = (
@@ -70,22 +70,36 @@ class Qwen3YesNoPrompts(EncoderBase):
     ) -> EncodedRequest:
         self._encode_query(query)
         body_head = qwen3_reranker_prompt(query, instruction).head[len(QWEN3_PREFIX):]
-        head_tokens = len(self._tok.encode(body_head, add_special_tokens=False).ids)
+        head_ids = self._tok.encode(body_head, add_special_tokens=False).ids
         budget = self._doc_budget()
-        if budget - head_tokens < 1:
-            raise query_budget_error(head_tokens + len(self._prefix) + len(self._suffix), self._max_len)
-        span = self._long.span(budget - head_tokens, max_tokens_per_doc)
-        bodies, partial = self._bounded.encode_batch(documents, span, head=body_head, head_tokens=head_tokens)
+        if budget - len(head_ids) < 1:
+            raise query_budget_error(len(head_ids) + len(self._prefix) + len(self._suffix), self._max_len)
+        # The body is tokenized whole, as the model card does; a document's own tokens may then start one token
+        # early (its first word takes the head's closing space), so it is read for one token more than the head
+        # alone leaves.
+        span = self._long.span(budget - len(head_ids) + 1, max_tokens_per_doc)
+        bodies, partial = self._bounded.encode_batch(documents, span, head=body_head, head_tokens=len(head_ids) - 1)
         prompts = []
         for index, (body, shortened) in enumerate(zip(bodies, partial)):
-            # The body ends with the document: only the part after the query head is cut or windowed.
             body_ids = body.ids  # each .ids read builds a new list
-            head, document = body_ids[:head_tokens], body_ids[head_tokens:]
+            head_length = shared_prefix(body_ids, head_ids)
+            head, document = body_ids[:head_length], body_ids[head_length:]
             check_not_empty(f"DOCUMENTS[{index}]", document, self._specials_ids)
-            pieces, cut = self._long.fit_ids(document, budget - head_tokens, max_tokens_per_doc)
+            # Only the document is cut or windowed: the head stays whole in every sequence.
+            pieces, cut = self._long.fit_ids(document, budget - head_length, max_tokens_per_doc)
             prompts.append(([self._prefix + head + piece + self._suffix for piece in pieces], cut or shortened))
         ids, owners, truncated = flatten_documents(prompts)
         return EncodedRequest(ids, owners, None, truncated)
+
+
+def shared_prefix(body_ids: list[int], head_ids: list[int]) -> int:
+    """How many of a body's first tokens are the head's own: the document starts at the first token that differs.
+    Byte-level BPE joins the head's closing space to a document starting with a letter, a mark or an emoji (" Paris"),
+    so that body shares all but the head's last token; a digit or a special token leaves the space its own token."""
+    length = len(head_ids)
+    if body_ids[:length] == head_ids:
+        return length
+    return next(i for i, (ours, theirs) in enumerate(zip(body_ids, head_ids)) if ours != theirs)
 
 
 class Qwen3YesNo(ModelFamily):
@@ -95,7 +109,24 @@ class Qwen3YesNo(ModelFamily):
     score_kind = ClassifierLogit
     engine_args = {"runner": "pooling", "hf_overrides": HF_OVERRIDES}
     ARCHITECTURES = frozenset({"Qwen3ForCausalLM"})  # causal LMs trained as yes/no rerankers
+    # Qwen3-Reranker's model card says so; a Qwen3 chat or base model has the same architecture and vocabulary.
+    PIPELINE_TAG = "text-ranking"
 
     @classmethod
     def detects(cls, checkpoint: Checkpoint) -> bool:
-        return checkpoint.architecture in cls.ARCHITECTURES
+        if checkpoint.architecture not in cls.ARCHITECTURES:
+            return False
+        tag = checkpoint.card_metadata().get("pipeline_tag")
+        if tag != cls.PIPELINE_TAG:
+            raise UnsupportedModelError(
+                f"{checkpoint.path}: {checkpoint.architecture} is served as a yes/no reranker only when its model card "
+                f"says so (README.md front matter 'pipeline_tag: {cls.PIPELINE_TAG}', as Qwen3-Reranker's does); this "
+                f"one's is {tag!r}. A fine-tuned Qwen3-Reranker saved without its card: add that front matter"
+            )
+        vocabulary = checkpoint.tokenizer()
+        missing = [token for token in HF_OVERRIDES["classifier_from_token"] if vocabulary.token_to_id(token) is None]
+        if missing:
+            raise UnsupportedModelError(
+                f"{checkpoint.path}: its tokenizer has no {missing} token, the answers a yes/no reranker is scored by"
+            )
+        return True

@@ -150,8 +150,11 @@ def build_qwen3_reranker(out: Path, seed: int = 1) -> Path:
     vLLM's `is_original_qwen3_reranker` loader looks the two tokens up with
     `tokenizer.convert_tokens_to_ids("no")` / `("yes")` and keeps lm_head[yes] - lm_head[no] as the classifier.
     """
+    from huggingface_hub.repocard import metadata_save
     from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    from python_backends.families import Qwen3YesNo
 
     out = Path(out)
     # Case is kept (like Qwen's BPE): the template's "Judge", "Query", "Document" are words of their own.
@@ -181,7 +184,9 @@ def build_qwen3_reranker(out: Path, seed: int = 1) -> Path:
         pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"),
         **TINY_SIZE,
     )
-    return _save_model(out, Qwen3ForCausalLM, config, seed)
+    _save_model(out, Qwen3ForCausalLM, config, seed)
+    metadata_save(out / "README.md", {"pipeline_tag": Qwen3YesNo.PIPELINE_TAG})  # a reranker's card, as Qwen's
+    return out
 
 
 BUILDERS = {

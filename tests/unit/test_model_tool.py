@@ -39,6 +39,18 @@ def altered(source: Path, out: Path, config: dict | None = None, drop: tuple[str
     return str(out)
 
 
+def without_words(folder: str, *words: str) -> str:
+    """The checkpoint's word-level tokenizer with `words` renamed out of its vocabulary (a Qwen3 that is no yes/no
+    reranker: same architecture and card, other answer words)."""
+    path = Path(folder) / "tokenizer.json"
+    tokenizer = json.loads(path.read_text())
+    vocab = tokenizer["model"]["vocab"]
+    for word in words:
+        vocab[f"{word}_renamed"] = vocab.pop(word)
+    path.write_text(json.dumps(tokenizer))
+    return folder
+
+
 def test_check_says_family_score_type_support_length_template_and_engine_args(capsys, tiny):
     code, lines, _ = run(capsys, "check", str(tiny["bert"]))
     assert code == 0
@@ -74,6 +86,19 @@ def test_check_of_a_qwen3_reranker_names_its_yes_no_tokens_and_hf_overrides(caps
                          '"is_original_qwen3_reranker": true}}')
 
 
+def test_check_of_a_qwen3_reranker_with_the_real_qwen3_tokenizer(capsys, tmp_path):
+    """Byte-level BPE joins the template's space to the document's first word: the one-token probe document
+    ' document' is the document, not an empty one."""
+    from benchmarks.build_models import QWEN3_TINY, build_qwen3
+
+    folder = tmp_path / "qwen3-bpe"
+    build_qwen3(folder, QWEN3_TINY, init_std=0.2)
+    code, lines, err = run(capsys, "check", str(folder))
+    assert (code, err) == (0, "")
+    assert "  <Document>: document<|im_end|>" in lines
+    assert "yes/no tokens: 'no' = 2152, 'yes' = 9693" in lines
+
+
 def test_check_of_an_xlmr_cross_encoder_uses_the_tokenizers_shorter_limit(capsys, tiny):
     code, lines, _ = run(capsys, "check", str(tiny["xlmr"]))
     assert code == 0
@@ -92,6 +117,10 @@ def test_check_of_an_xlmr_cross_encoder_uses_the_tokenizers_shorter_limit(capsys
                   "Qwen/Qwen3-Reranker-0.6B), scored by vLLM from its 'yes' and 'no' logits"),
     ("no_tokenizer", "no tokenizer.json; the serving code needs the model's fast tokenizer: save one with "
                      "AutoTokenizer.from_pretrained(...).save_pretrained(folder)"),
+    ("qwen3_without_card", "Qwen3ForCausalLM is served as a yes/no reranker only when its model card says so "
+                           "(README.md front matter 'pipeline_tag: text-ranking', as Qwen3-Reranker's does); this "
+                           "one's is None. A fine-tuned Qwen3-Reranker saved without its card: add that front matter"),
+    ("qwen3_without_yes_no", "its tokenizer has no ['no', 'yes'] token, the answers a yes/no reranker is scored by"),
 ])
 def test_check_refuses_with_the_reason_and_what_to_do(capsys, tiny, tmp_path, case, message):
     model = {
@@ -101,6 +130,8 @@ def test_check_refuses_with_the_reason_and_what_to_do(capsys, tiny, tmp_path, ca
         "masked_lm": lambda: altered(tiny["bert"], tmp_path / case, {"architectures": ["BertForMaskedLM"]}),
         "causal_lm": lambda: altered(tiny["qwen3"], tmp_path / case, {"architectures": ["Qwen2ForCausalLM"]}),
         "no_tokenizer": lambda: altered(tiny["bert"], tmp_path / case, drop=("tokenizer.json", "tokenizer_config.json")),
+        "qwen3_without_card": lambda: altered(tiny["qwen3"], tmp_path / case, drop=("README.md",)),
+        "qwen3_without_yes_no": lambda: without_words(altered(tiny["qwen3"], tmp_path / case), "yes", "no"),
     }[case]()
     code, lines, err = run(capsys, "check", model)
     assert (code, lines) == (2, [])

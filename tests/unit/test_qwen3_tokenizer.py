@@ -11,6 +11,7 @@ from tokenizers import Tokenizer
 
 from benchmarks import qwen3_tokenizer
 from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
+from python_backends.preprocess.tokenization import EmptyTextError, LongDocuments
 
 # <|im_start|>system\nJudge whether the Document meets ... only be "yes" or "no".<|im_end|>\n<|im_start|>user\n
 PREFIX_IDS = [
@@ -82,3 +83,89 @@ def test_preprocess_encoder_builds_the_exact_prompt_ids(tokenizer_dir, tok):
     assert encoded.token_ids[1] == PREFIX_IDS + QUERY_BLOCK_IDS[:-1] + ids(tok, " Second one.") + SUFFIX_IDS
     assert encoded.document_index == [0, 1]
     assert encoded.truncated == 0
+
+
+# Qwen3-Reranker's model card, step by step and independent of the serving code: the prefix and suffix tokenized on
+# their own, "<Instruct>: ...\n<Query>: ...\n<Document>: {doc}" tokenized whole and cut from its end to what
+# max_length leaves, then prefix + body + suffix.
+CARD_PREFIX = ("<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
+               "Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n")
+CARD_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+CARD_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
+
+
+def card_body(query: str, document: str) -> str:
+    return f"<Instruct>: {CARD_INSTRUCTION}\n<Query>: {query}\n<Document>: {document}"
+
+
+def card_ids(card_tokenizer, query: str, document: str, max_length: int) -> list[int]:
+    prefix = card_tokenizer.encode(CARD_PREFIX, add_special_tokens=False)
+    suffix = card_tokenizer.encode(CARD_SUFFIX, add_special_tokens=False)
+    body = card_tokenizer([card_body(query, document)], padding=False, truncation="longest_first",
+                          return_attention_mask=False, max_length=max_length - len(prefix) - len(suffix))
+    return prefix + body["input_ids"][0] + suffix
+
+
+@pytest.fixture(scope="module")
+def card_tokenizer(tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tokenizer_dir)
+
+
+QUERY = "what is the capital of France?"
+# One-token documents, and documents whose first character BPE joins to the space before it (letters, punctuation,
+# CJK, emoji, blanks) or leaves alone (digits)
+EDGE_DOCUMENTS = ["Paris", "yes", "no", "!", "(see below) Paris is the capital.", "2024 census: 2.1 million",
+                  "東京は日本の首都です。", "😀 a fine city", "  two leading spaces", "\nstarts on a new line",
+                  "\u00e9t\u00e9 \u00e0 Paris", "-5 degrees in Paris", "'quoted' text", "Paris\u200b"]
+
+
+@pytest.mark.parametrize("document", EDGE_DOCUMENTS, ids=range(len(EDGE_DOCUMENTS)))
+def test_served_ids_equal_the_model_cards_ids(tokenizer_dir, card_tokenizer, document):
+    encoded = Qwen3YesNoPrompts(str(tokenizer_dir), max_model_len=1024).encode(QUERY, [document], None)
+    assert encoded.token_ids == [card_ids(card_tokenizer, QUERY, document, 1024)]
+    assert (encoded.document_index, encoded.truncated) == ([0], 0)
+
+
+def test_a_one_token_document_is_one_token_after_the_head(tokenizer_dir, tok):
+    encoder = Qwen3YesNoPrompts(str(tokenizer_dir), max_model_len=1024)
+    head = ids(tok, qwen3_reranker_prompt(QUERY).head)
+    for document, token in (("Paris", " Paris"), ("yes", " yes")):
+        (sequence,) = encoder.encode(QUERY, [document], None).token_ids
+        # the head's closing space (220) is part of the document's token
+        assert sequence == head[:-1] + [tok.token_to_id(token.replace(" ", "Ġ"))] + SUFFIX_IDS
+
+
+def _head_length(card_tokenizer, body_ids: list[int], head_text: str) -> int:
+    """How many of the body's first tokens decode to a part of the head's text (read from the text, not the ids)."""
+    return max(n for n in range(len(body_ids) + 1) if head_text.startswith(card_tokenizer.decode(body_ids[:n])))
+
+
+@pytest.mark.parametrize("document", ["Paris " * 300, "2024 " * 300, "東京 " * 300], ids=["letter", "digit", "cjk"])
+def test_a_long_document_is_cut_to_the_model_cards_ids(tokenizer_dir, card_tokenizer, document):
+    encoded = Qwen3YesNoPrompts(str(tokenizer_dir), max_model_len=128).encode(QUERY, [document], None)
+    assert encoded.token_ids == [card_ids(card_tokenizer, QUERY, document, 128)]
+    assert len(encoded.token_ids[0]) == 128 and encoded.truncated == 1
+
+
+@pytest.mark.parametrize("document", ["Paris is large. " * 40, "1234 5678 " * 40], ids=["letter", "digit"])
+def test_windows_hold_the_head_whole_and_cover_the_documents_tokens_in_order(tokenizer_dir, card_tokenizer, document):
+    max_len, overlap = 128, 8
+    encoder = Qwen3YesNoPrompts(str(tokenizer_dir), max_len, LongDocuments(window_overlap=overlap, max_windows=3))
+    windows = encoder.encode(QUERY, [document], None).token_ids
+    full = card_ids(card_tokenizer, QUERY, document, 10**6)[len(PREFIX_IDS):-len(SUFFIX_IDS)]
+    head = _head_length(card_tokenizer, full, card_body(QUERY, ""))
+    room = max_len - len(PREFIX_IDS) - len(SUFFIX_IDS) - head
+    assert windows[0] == card_ids(card_tokenizer, QUERY, document, max_len)  # the first window is the card's cut
+    assert len(windows) == 3
+    for index, window in enumerate(windows):
+        start = index * (room - overlap)
+        assert window == PREFIX_IDS + full[:head] + full[head + start:head + start + room] + SUFFIX_IDS
+
+
+def test_a_document_of_special_tokens_only_is_empty(tokenizer_dir):
+    encoder = Qwen3YesNoPrompts(str(tokenizer_dir), max_model_len=1024)
+    with pytest.raises(EmptyTextError) as raised:
+        encoder.encode(QUERY, ["Paris", "<|im_end|><|endoftext|>"], None)
+    assert raised.value.name == "DOCUMENTS[1]"
