@@ -7,6 +7,8 @@
 # START_TIMEOUT_S (300), RUN_DIR (build: server.log and server.pid, read by scripts/stop_server.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/process_identity.sh
+. "$ROOT/scripts/process_identity.sh"
 export VENV="${VENV:-$ROOT/.venv}"
 RUN_DIR="${RUN_DIR:-$ROOT/build}"
 LOG="$RUN_DIR/server.log"
@@ -40,7 +42,7 @@ else
   step "starting tritonserver (HTTP $HTTP, gRPC $GRPC, log ${LOG#"$ROOT"/})"
   setsid "$ROOT/scripts/start_server.sh" > "$LOG" 2>&1 < /dev/null &
   pid=$!
-  echo "$pid" > "$PID_FILE"
+  echo "$pid $(start_time "$pid")" > "$PID_FILE"  # stop_server.sh signals it only while that process still runs
   step "  pid $pid; waiting until it is ready (loads rerank_preprocess, rerank_engine with vLLM, rerank_calibrate; up to ${TIMEOUT_S} s)"
   deadline=$((SECONDS + TIMEOUT_S))
   shown=0
@@ -65,7 +67,7 @@ step "done. The server keeps running:"
 echo "  HTTP     http://$HTTP   (KServe v2: /v2/health/ready, /v2/models/reranker/infer)"
 echo "  gRPC     $GRPC"
 echo "  metrics  http://localhost:${METRICS_PORT:-8002}/metrics"
-if kill -0 "$(cat "$PID_FILE" 2>/dev/null || echo none)" 2>/dev/null; then
+if [ -f "$PID_FILE" ] && [ "$(start_time "$(cut -d' ' -f1 "$PID_FILE")")" = "$(cut -d' ' -f2 "$PID_FILE")" ]; then
   echo "  log      ${LOG#"$ROOT"/}"
   echo "  stop     $(stop_cmd)"
 else

@@ -30,11 +30,15 @@ def run_quickstart(run_dir: Path, timeout_s: float, **env: str) -> subprocess.Co
 
 
 def process_group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """Whether a live process is in the group (read from /proc: nothing is signalled)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in "ZX" and int(fields[2]) == pgid:
+            return True
+    return False
 
 
 def started_pid(output: str) -> int:
@@ -88,6 +92,22 @@ def test_quickstart_against_a_running_server_answers_and_says_where_everything_i
     assert summary.endswith(f"  log, stop: not started from {tmp_path}; those of whatever started it\n"), summary
 
 
+def test_stop_server_leaves_a_process_that_took_the_servers_pid_alone(tmp_path):
+    """server.pid names a process that has ended; its pid now belongs to another (here: the same pid with another
+    start time, as after the kernel gave the number again)."""
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        (tmp_path / "server.pid").write_text(f"{other.pid} 1\n")
+        proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True,
+                              env={**os.environ, "RUN_DIR": str(tmp_path)})
+        assert proc.stdout == f"stop_server: tritonserver (pid {other.pid}) was not running\n"
+        assert other.poll() is None
+        assert not (tmp_path / "server.pid").exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_stop_server_says_when_there_is_nothing_to_stop(tmp_path):
     proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True, env={**os.environ, "RUN_DIR": str(tmp_path)})
     assert proc.returncode == 0
@@ -99,7 +119,8 @@ def test_stop_server_stops_the_process_group_it_names(tmp_path):
     shell as soon as it exits, as init does for quickstart's server: a zombie would still count as the group."""
     group = subprocess.Popen(["bash", "-c", "sleep 300 & wait"], start_new_session=True)
     threading.Thread(target=group.wait, daemon=True).start()
-    (tmp_path / "server.pid").write_text(f"{group.pid}\n")
+    started = Path(f"/proc/{group.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    (tmp_path / "server.pid").write_text(f"{group.pid} {started}\n")
     proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True, env={**os.environ, "RUN_DIR": str(tmp_path)})
     assert proc.stdout == f"stop_server: stopping tritonserver (pid {group.pid}) ...\nstop_server: stopped\n"
     assert not process_group_alive(group.pid)

@@ -118,7 +118,7 @@ def test_engine_frozen_for_a_second_under_traffic_is_ridden_out_or_ends_the_serv
     stubs = stub_pids(own_server, "rerank_engine")
     outcomes = _freeze_under_traffic(own_server, before_s=2, seconds=1, after_s=4)
     if set(outcomes) != {"ok"}:  # it ended, or is ending (the abort can come seconds after the freeze)
-        assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, outcomes
+        assert own_server.wait_exit(60) in ENDING_SIGNALS, outcomes
         return
     assert outcomes["ok"] > 8
     assert stub_pids(own_server, "rerank_engine") == stubs  # the same engine stub, not a new one
@@ -214,7 +214,7 @@ def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_sh
 
     started = time.monotonic()
     os.kill(own_server.process.pid, signal.SIGTERM)
-    code = own_server.process.wait(timeout=EXIT_TIMEOUT_S + 30)
+    code = own_server.wait_exit(EXIT_TIMEOUT_S + 30)
     took = time.monotonic() - started
     unanswered = sum(kind != "answered" and not kind.startswith("error") for kind, _ in outcomes)
     print(f"shutdown after the stub's death: {took:.1f} s, exit {code}, {unanswered} requests never answered")
@@ -244,4 +244,4 @@ def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_ser
             assert NOT_HEALTHY in raised.value.message()
             return
     # ended, or ending: the abort can come seconds after the freeze
-    assert own_server.process.wait(timeout=60) in ENDING_SIGNALS, problem
+    assert own_server.wait_exit(60) in ENDING_SIGNALS, problem

@@ -114,8 +114,7 @@ def test_graceful_shutdown_answers_every_in_flight_request(swap_server):
         outcomes = [f.result(timeout=120) for f in futures]
     print("graceful shutdown outcomes:", outcomes)
     assert set(outcomes) <= {"ok", "refused"}, outcomes
-    server.process.wait(timeout=120)
-    assert server.process.returncode == 0
+    assert server.wait_exit(120) == 0
     # a stub's crash: the Python backend's "Segfault encountered" with its trace, or tritonserver's own "Signal (11)"
     crashes = [line for line in server.log_path.read_text(errors="replace").splitlines()
                if any(sign in line for sign in ("Segfault encountered", "Signal (11)", "SaveToSharedMemory"))]

@@ -13,12 +13,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reranker_client import RerankClient
+from tests.support.loading import one_load_at_a_time
 from tests.support.shared_memory import LEDGER
 from tools.local_server import free_port, http_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = float(os.environ.get("TRITON_START_TIMEOUT_S", "300"))
 START_ATTEMPTS = 3
+
+
+UNKNOWN_STATUS = -(1 << 16)  # exit_status of a server that another process started and that has ended
+
+
+def start_time(pid: int) -> int | None:
+    """The start time (clock ticks after boot) of a live process, None when it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in "ZX" else int(fields[19])
 
 
 # the config variant copy_repository writes for a test's changed parameters (tritonserver --model-config-name)
@@ -31,8 +44,10 @@ class RunningServer:
     grpc_url: str
     metrics_url: str
     log_path: Path
-    process: subprocess.Popen
     admin_key: str  # of the restricted control APIs (model repository, shared memory, trace, logging)
+    pid: int
+    started: int  # its start time (clock ticks after boot): with the pid, what names this process and no other
+    process: subprocess.Popen | None = None  # None when another process started it (the run's shared server)
     left_behind: list[str] = field(default_factory=list)  # /dev/shm files its group left, removed by stop_server
 
     def url(self, protocol: str) -> str:
@@ -42,18 +57,61 @@ class RunningServer:
         return self.log_path.read_text(errors="replace")[-chars:]
 
     def is_alive(self) -> bool:
-        return self.process.poll() is None
+        return self.exit_status() is None
+
+    def exit_status(self) -> int | None:
+        """None while the server runs, else its exit status as Popen gives it (-N: ended by signal N). The server is
+        never reaped here: until stop_server reaps it, its pid, and so its process group's id, cannot be given to
+        another process, so a signal to the group can only reach what this server started."""
+        if self.process is None:
+            return None if start_time(self.pid) == self.started else UNKNOWN_STATUS
+        if self.process.returncode is not None:
+            return self.process.returncode
+        try:
+            info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped by someone else: its group's id may be another's now
+            raise RuntimeError(f"tritonserver {self.process.pid} was reaped outside stop_server") from None
+        if info is None:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def wait_exit(self, timeout_s: float) -> int:
+        """Waits up to timeout_s for the server to end (not reaping it) and returns its exit status."""
+        deadline = time.monotonic() + timeout_s
+        while (status := self.exit_status()) is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"tritonserver {self.pid}", timeout_s)
+            time.sleep(0.1)
+        return status
+
+    def ending(self) -> str:
+        """How the server ended and the error lines of its log: what a failure caused by its end should show."""
+        status = self.exit_status()
+        if status is None:
+            return f"tritonserver {self.pid} is running"
+        if status == UNKNOWN_STATUS:
+            how = "has ended (its exit status is its starter's)"
+        elif status < 0:
+            how = f"was killed by {signal.Signals(-status).name}"
+        else:
+            how = f"exited with status {status}"
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        errors = [line for line in lines if line.startswith(("E", "terminate", "  what()")) or "Traceback" in line
+                  or "Error" in line]
+        return (f"tritonserver ({self.log_path}) {how}; its log's error lines:\n" + "\n".join(errors[-20:])
+                + "\n---- its log's last lines:\n" + "\n".join(lines[-15:]))
 
 
 def start_server(log_path: Path, model_repository: Path | None = None, extra_args: tuple[str, ...] = ()) -> RunningServer:
     """tritonserver on free loopback ports, ready. Another process can still take a port in the minute before the
     server binds it: such a start is made again on other ports."""
-    for _ in range(START_ATTEMPTS - 1):
-        try:
-            return _start_once(log_path, model_repository, extra_args)
-        except PortTaken:
-            pass
-    return _start_once(log_path, model_repository, extra_args)
+    with one_load_at_a_time():
+        for _ in range(START_ATTEMPTS - 1):
+            try:
+                return _start_once(log_path, model_repository, extra_args)
+            except PortTaken:
+                pass
+        return _start_once(log_path, model_repository, extra_args)
 
 
 class PortTaken(RuntimeError):
@@ -76,15 +134,18 @@ def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple
         grpc_url=f"127.0.0.1:{ports['GRPC_PORT']}",
         metrics_url=f"127.0.0.1:{ports['METRICS_PORT']}",
         log_path=log_path,
-        process=process,
         admin_key=admin_key,
+        pid=process.pid,
+        started=start_time(process.pid),  # its child: the pid is its own until it is reaped
+        process=process,
     )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if not server.is_alive():
+            ending = server.ending()
             stop_server(server)  # what its group left (stubs, vLLM's processes and segments) goes with it
             failure = PortTaken if "already in use" in server.log_tail() else RuntimeError
-            raise failure(f"tritonserver exited with {process.returncode}:\n{server.log_tail()}")
+            raise failure(f"while starting: {ending}")
         if http_ok(f"http://{server.http_url}/v2/health/ready"):
             return server
         time.sleep(0.5)
@@ -95,22 +156,26 @@ def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple
 def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
     """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs. Whatever of the
     group outlives the server is killed too: the vLLM EngineCore and Worker processes of a stub that was killed
-    (the fault tests) or of a server that aborted are orphaned, ~1 GB each, and piled up run after run. Then the
-    shared-memory files the group held and left behind (a killed stub's region, vLLM's segments of an engine that
-    died by a signal) are removed and listed in `server.left_behind`."""
+    (the fault tests) or of a server that aborted are orphaned, ~1 GB each, and piled up run after run. The group is
+    signalled only while its leader, the server, is not yet reaped (running, or a zombie that exit_status left
+    unreaped), so the group id cannot have been given to another process. Then the shared-memory files the group
+    held and left behind (a killed stub's region, vLLM's segments of an engine that died by a signal) are removed and
+    listed in `server.left_behind`."""
     LEDGER.sample()  # what the group holds right now, e.g. the region of an engine reloaded a moment ago
-    if server.is_alive():
-        os.killpg(server.process.pid, signal.SIGTERM)
+    group = server.process.pid
+    if server.process.returncode is None:
+        if server.is_alive():
+            os.killpg(group, signal.SIGTERM)
+            try:
+                server.wait_exit(timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
         try:
-            server.process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(server.process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # nothing was left
-    server.process.wait()
-    server.left_behind = LEDGER.remove_left_behind(group=server.process.pid)
+            os.killpg(group, signal.SIGKILL)  # the leader is unreaped: the group is still this server's
+        except ProcessLookupError:
+            pass  # nothing was left
+        server.process.wait()
+    server.left_behind = LEDGER.remove_left_behind(group=group)
     return server.process.returncode
 
 
@@ -124,7 +189,7 @@ def stub_pids(server: RunningServer, model: str) -> list[int]:
         except OSError:
             continue
         if len(args) > 1 and args[0].endswith("triton_python_backend_stub") and args[1].endswith(f"{model}/1/model.py"):
-            if str(server.process.pid) in args:
+            if str(server.pid) in args:
                 pids.append(int(proc.name))
     return pids
 
