@@ -18,9 +18,17 @@ TS="$SP/pytriton/tritonserver"
 PYVER="$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
 BACKENDS="$ROOT/build/backends"
 mkdir -p "$BACKENDS/python"
-# --remove-destination: a stub of a server still shutting down keeps the old file busy.
-cp --remove-destination "$TS/backends/python/libtriton_python.so" "$TS/backends/python/triton_python_backend_utils.py" \
-  "$TS/python_backend_stubs/$PYVER/triton_python_backend_stub" "$BACKENDS/python/"
+# Each file is copied beside its place and renamed over it: another server starting from the same folder loads the
+# backend or execs the stub at any moment, and must find the old file or the new one whole, never a half-written one
+# (a running stub keeps its old file either way).
+for file in "$TS/backends/python/libtriton_python.so" "$TS/backends/python/triton_python_backend_utils.py" \
+  "$TS/python_backend_stubs/$PYVER/triton_python_backend_stub"; do
+  target="$BACKENDS/python/$(basename "$file")"
+  if ! cmp -s "$file" "$target"; then
+    copy="$(mktemp "$target.XXXXXX")"
+    cp -p "$file" "$copy" && mv -f "$copy" "$target"
+  fi
+done
 export LD_LIBRARY_PATH="$SP/nvidia_pytriton.libs${EXTRA_LD_LIBRARY_PATH:+:$EXTRA_LD_LIBRARY_PATH}"
 # The Python stub ignores PYTHONPATH: its embedded interpreter takes sys.prefix from the first `python3` on PATH
 # (pyvenv.cfg), so the venv's bin goes first. `python_backends` is installed into that venv (pip install -e .).
