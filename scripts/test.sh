@@ -4,20 +4,44 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+RUN_START=$SECONDS
 scripts/setup.sh --tests   # serving, plus the test and tool packages
 # perf_analyzer (from the tritonclient 2.51 wheel) and the docker compose plugin, for tests/deploy.
 PYTHON=.venv/bin/python bash deploy/install_tools.sh
+SETUP_S=$((SECONDS - RUN_START))
+# One tritonserver on the default model repository serves every test that needs nothing else, on both workers: its
+# keeper starts it while the first tests run and stops it when this script closes the pipe to its stdin (or dies).
+# With pytest arguments (a selection) each worker starts one when a test first needs it.
+RUN_DIR="$ROOT/build/test-run"
+mkdir -p "$RUN_DIR"
+KEEPER_PID=""
+if [ "$#" -eq 0 ]; then
+  export RERANKER_TEST_SERVER="$RUN_DIR/server.json"
+  exec {KEEPER}> >(exec .venv/bin/python -m tests.support.shared_server "$RERANKER_TEST_SERVER")
+  KEEPER_PID=$!
+fi
 # Two passes: everything else on two pytest-xdist workers (the 2-core CI machine waits on servers and engines more
 # than it computes; `--dist loadfile` keeps each file on one worker, in order, with its module's server or engine;
 # files go out in collection order, the longest first: tests/conftest.py),
 # then the `alone` tests (fault injection, timing sensitive) with nothing else running. Exit 5 (nothing collected)
 # is fine for one pass, not for both.
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=30 -m "not alone" "$@"
+PASS_START=$SECONDS
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=30 \
+  --junitxml="$RUN_DIR/parallel.xml" -m "not alone" "$@"
 first=$?
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 -m alone "$@"
+PARALLEL_S=$((SECONDS - PASS_START))
+PASS_START=$SECONDS
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 --junitxml="$RUN_DIR/alone.xml" -m alone "$@"
 second=$?
+ALONE_S=$((SECONDS - PASS_START))
+if [ -n "$KEEPER_PID" ]; then
+  exec {KEEPER}>&-
+  wait "$KEEPER_PID"
+fi
 set -e
+.venv/bin/python -m tests.support.run_summary --setup-s "$SETUP_S" --parallel-s "$PARALLEL_S" --alone-s "$ALONE_S" \
+  --total-s "$((SECONDS - RUN_START))" "$RUN_DIR/parallel.xml" "$RUN_DIR/alone.xml"
 if [ "$first" -eq 5 ] && [ "$second" -eq 5 ]; then
   echo "test.sh: pytest collected no tests; that is a failure here" >&2
   exit 1

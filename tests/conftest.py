@@ -1,11 +1,14 @@
-"""One real tritonserver (default model repository, free ports) per test process, shared by tests/integration,
-tests/deploy, tests/client and tests/gateway: a server start costs ~30 s on the 2-core machines, so one per
-process, not one per directory. It starts on first use only: a run of tests/unit alone never starts it. Tests
-that need a server of their own (faults, lifecycle, long-document windows, overload) start it in a module fixture.
+"""The `server` fixture: a real tritonserver on the default model repository, used by tests/integration,
+tests/deploy, tests/client and tests/gateway. scripts/test.sh starts one for the whole run, shared by both workers
+(tests/support/shared_server.py); a pytest run of its own (a selection) starts one per test process on first use,
+so a run of tests/unit alone starts none. Tests that need a server of another configuration (faults, lifecycle,
+long-document windows, the engine's small budget, two models) start it in a module fixture; tests that count exact
+metric deltas or bound latency or memory on the shared server run in the `alone` pass, where nothing else sends to
+it. Server starts and in-process engine loads take turns (tests/support/loading.py).
 
 scripts/test.sh runs the tests on two pytest-xdist workers with `--dist loadfile`: each file's tests run in order
 on one worker, so a module's own server or engine is started once and its tests run in the order written
-(test_lifecycle.py's last test ends its server), and each worker that runs a file using `server` starts its own.
+(test_lifecycle.py's last test ends its server).
 
 Every run ends by checking that it left no shared-memory files behind (tests/support/shared_memory.py)."""
 
@@ -14,10 +17,12 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.shared_memory import LEDGER
+from tests.support.shared_server import SHARED_SERVER_ENV, attach
 from tests.support.triton_server import RunningServer, start_server, stop_server
 
 
@@ -41,9 +46,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """The run's shared server when scripts/test.sh started one (tests/support/shared_server.py), else a server of
+    this test process's own."""
+    shared = os.environ.get(SHARED_SERVER_ENV)
+    if shared:
+        yield attach(Path(shared))
+        return
     running = start_server(tmp_path_factory.mktemp("triton") / "server.log")
     yield running
     stop_server(running)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A test that failed while a server it used had ended says how that server ended and what its log says."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for name, value in getattr(item, "funcargs", {}).items():
+            running = value[0] if isinstance(value, tuple) and value and isinstance(value[0], RunningServer) else value
+            if isinstance(running, RunningServer) and not running.is_alive():
+                report.sections.append((f"tritonserver of fixture '{name}'", running.ending()))
 
 
 @pytest.fixture(scope="session", autouse=True)

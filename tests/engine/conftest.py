@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from python_backends.engine import AsyncEngine, EngineSettings
+from tests.support.loading import one_load_at_a_time
 from tests.support.tiny_models import session_models
 
 # What config.pbtxt's `vllm_env` sets on a CPU machine: 1 GiB of KV cache, offline.
@@ -52,7 +53,8 @@ def engine_settings(model: str | Path, max_inflight_tokens: int = 1 << 16, **ove
 def open_engine(settings: EngineSettings):
     """An engine for a class-scoped fixture: `yield from open_engine(...)`; it is shut down afterwards so that the
     next class's engine starts with the memory back."""
-    engine = AsyncEngine(settings)
+    with one_load_at_a_time():
+        engine = AsyncEngine(settings)
     try:
         yield engine
     finally:

@@ -102,6 +102,9 @@ def _public(url: str) -> bool:
         client.close()
 
 
+# Alone: it asserts exact deltas of series every request to the shared server moves (each step's executions and
+# refusals); with the other worker's tests on the same server they would count that traffic too.
+@pytest.mark.alone
 @pytest.mark.parametrize("model,case,tensors", CASES, ids=[f"{m}: {c}" for m, c, _ in CASES])
 def test_malformed_direct_call_fails_alone_and_batched_public_requests_succeed(server, model, case, tensors):
     """The malformed request fails alone (INVALID_ARGUMENT), its public neighbours are answered right, and the step

@@ -47,6 +47,8 @@ def _rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
+# Alone: it bounds the preprocess stub's memory, which the other worker's requests to the shared server would grow.
+@pytest.mark.alone
 def test_large_request_is_cut_before_tokenizing_and_preprocess_memory_returns(server):
     """128 documents of 64 KB (an 8 MB request): answered with every document counted as cut, and the
     preprocess stub's RSS comes back to within 100 MB of where it was (before: 256 x 64 KB left 2.4 GB behind)."""

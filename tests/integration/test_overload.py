@@ -154,6 +154,10 @@ async def _priced(url: str, requests: int = BUDGET_REQUESTS, documents: int = DO
         await client.close()
 
 
+# Alone: it asserts exact deltas of series every request to the shared server moves (preprocess's refusals), and fills
+# preprocess's work budget, which refuses the other tests' requests meanwhile; with the other worker's tests on the
+# same server they would count that traffic too.
+@pytest.mark.alone
 def test_preprocess_refuses_work_past_its_batch_budget_at_once(server):
     """Admission counts work, not requests: requests that together exceed the preprocess
     batch_token_budget are refused with UNAVAILABLE before any tokenizing; the rest are answered right."""
@@ -170,6 +174,10 @@ BURST_PAST_THE_BUDGET = 150
 DOCS_PAST_HALF = 520  # priced 520 x 254 = 132,080 tokens, over half the budget: one such request in preprocess at a time
 
 
+# Alone: it asserts exact deltas of series every request to the shared server moves (preprocess's refusals), and fills
+# preprocess's work budget, which refuses the other tests' requests meanwhile; with the other worker's tests on the
+# same server they would count that traffic too.
+@pytest.mark.alone
 def test_every_refusal_of_a_burst_past_the_budget_is_counted_by_the_step(server):
     """rerank_preprocess's queue has no size limit: its execute only prices and hands over, so every request of a
     burst reaches admission, and every one refused is refused by the budget and counted once in
@@ -214,6 +222,9 @@ async def _tiny_behind_large(url: str) -> tuple[float, list[str]]:
         await client.close()
 
 
+# Alone: it bounds a small request's wait behind 40 MB of requests; another worker's traffic on the shared server
+# would add its own.
+@pytest.mark.alone
 def test_tiny_request_behind_five_8mb_requests_is_answered_quickly(server):
     """A tiny request behind five 8 MB requests is not held up: each 8 MB request (128 x 64 KB)
     is bounded before tokenizing (here with MAX_TOKENS_PER_DOC 8, so the engine's share stays small and the

@@ -97,6 +97,9 @@ def test_http_and_grpc_agree(server):
     np.testing.assert_allclose(by_protocol["http"], by_protocol["grpc"], atol=1e-6)
 
 
+# Alone: it asserts exact deltas of series every request to the shared server moves (rerank_engine's statistics); with
+# the other worker's tests on the same server they would count that traffic too.
+@pytest.mark.alone
 def test_dynamic_batching_groups_concurrent_requests(server, protocol):
     before = model_stats(server, "rerank_engine")
     queries = [f"question {i} about bread baking" for i in range(24)]
@@ -238,6 +241,9 @@ def _metric_value(text: str, name: str, model: str, label: str = "") -> float:
     raise AssertionError(f"{name}{{{label}}} for {model} not in /metrics")
 
 
+# Alone: it asserts exact deltas of series every request to the shared server moves (admitted requests, pairs,
+# outcomes); with the other worker's tests on the same server they would count that traffic too.
+@pytest.mark.alone
 def test_custom_metrics_count_pairs_and_truncations(server, client):
     before = _metrics(server)
     client.rerank("capital of France", ["paris " * 600, "Paris is in France.", "bananas"])
@@ -264,6 +270,9 @@ def _labelled(text: str, name: str, model: str, reason: str) -> float:
     raise AssertionError(f"{name}{{model={model}, reason={reason}}} not in /metrics")
 
 
+# Alone: it asserts exact deltas of series every request to the shared server moves (admitted and refused requests);
+# with the other worker's tests on the same server they would count that traffic too.
+@pytest.mark.alone
 def test_refused_requests_are_not_counted_as_admitted_pairs(server, protocol):
     """A refused request is counted as refused (by reason), never as admitted pairs, and Triton's
     own failure counter of the public model sees it (what an operator alerts on)."""
