@@ -26,11 +26,15 @@ from tests.support.shared_server import SHARED_SERVER_ENV, attach
 from tests.support.triton_server import RunningServer, start_server, stop_server
 
 
-# The files that start their own servers or engines (minutes each on the 2-core CI machine), longest first. scripts/
-# test.sh hands files to its two workers in collection order (`--no-loadscope-reorder`): these go first, so that the
-# many short files fill the gaps at the end instead of one long file running alone after them.
-LONGEST_FIRST = (
-    "tests/gateway/test_two_models.py",
+# The order files go out in. scripts/test.sh hands files to its two workers in collection order
+# (`--no-loadscope-reorder`), and server starts and engine loads take turns (tests/support/loading.py): the longest
+# file, which starts a server of its own, goes first; the unit tests next, so that the other worker computes while the
+# shared server and that one load instead of waiting for its turn to load; then the other long files, longest first
+# (engines and servers of their own, then the longest on the shared server); then the rest, whose many short files
+# fill the gaps at the end.
+FIRST = "tests/gateway/test_two_models.py"
+WHILE_SERVERS_LOAD = "tests/unit/"
+LONGEST = (
     "tests/engine/test_vllm_engine.py",
     "tests/integration/test_lifecycle.py",
     "tests/integration/test_long_documents.py",
@@ -39,9 +43,17 @@ LONGEST_FIRST = (
 )
 
 
+def _turn(item: pytest.Item) -> int:
+    path = item.nodeid.split("::")[0]
+    if path == FIRST:
+        return 0
+    if path.startswith(WHILE_SERVERS_LOAD):
+        return 1
+    return 2 + (LONGEST.index(path) if path in LONGEST else len(LONGEST))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {path: n for n, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: file order kept otherwise
+    items.sort(key=_turn)  # stable: file order kept otherwise
 
 
 @pytest.fixture(scope="session")

@@ -72,8 +72,7 @@ def test_english_and_unicode_text_round_trip(tok):
     assert tok.decode(ids(tok, text), skip_special_tokens=False) == text
 
 
-def test_preprocess_encoder_builds_the_exact_prompt_ids(tokenizer_dir, tok):
-    encoder = Qwen3YesNoPrompts(str(tokenizer_dir), max_model_len=1024)
+def test_preprocess_encoder_builds_the_exact_prompt_ids(encoder, tok):
     document = "A reranker scores each query-document pair with a cross-encoder."
     encoded = encoder.encode("what is a reranker?", [document, "Second one."], None)
     # As the model card: prefix ids + ids of "<Instruct>: ...<Document>: {doc}" tokenized whole + suffix ids, so the
@@ -107,6 +106,12 @@ def card_ids(card_tokenizer, query: str, document: str, max_length: int) -> list
 
 
 @pytest.fixture(scope="module")
+def encoder(tokenizer_dir):
+    """The preprocess step's encoder at max_model_len 1024, built once (it reads the 151k-token vocabulary)."""
+    return Qwen3YesNoPrompts(str(tokenizer_dir), max_model_len=1024)
+
+
+@pytest.fixture(scope="module")
 def card_tokenizer(tokenizer_dir):
     from transformers import AutoTokenizer
 
@@ -122,14 +127,13 @@ EDGE_DOCUMENTS = ["Paris", "yes", "no", "!", "(see below) Paris is the capital."
 
 
 @pytest.mark.parametrize("document", EDGE_DOCUMENTS, ids=range(len(EDGE_DOCUMENTS)))
-def test_served_ids_equal_the_model_cards_ids(tokenizer_dir, card_tokenizer, document):
-    encoded = Qwen3YesNoPrompts(str(tokenizer_dir), max_model_len=1024).encode(QUERY, [document], None)
+def test_served_ids_equal_the_model_cards_ids(encoder, card_tokenizer, document):
+    encoded = encoder.encode(QUERY, [document], None)
     assert encoded.token_ids == [card_ids(card_tokenizer, QUERY, document, 1024)]
     assert (encoded.document_index, encoded.truncated) == ([0], 0)
 
 
-def test_a_one_token_document_is_one_token_after_the_head(tokenizer_dir, tok):
-    encoder = Qwen3YesNoPrompts(str(tokenizer_dir), max_model_len=1024)
+def test_a_one_token_document_is_one_token_after_the_head(encoder, tok):
     head = ids(tok, qwen3_reranker_prompt(QUERY).head)
     for document, token in (("Paris", " Paris"), ("yes", " yes")):
         (sequence,) = encoder.encode(QUERY, [document], None).token_ids
@@ -139,7 +143,10 @@ def test_a_one_token_document_is_one_token_after_the_head(tokenizer_dir, tok):
 
 def _head_length(card_tokenizer, body_ids: list[int], head_text: str) -> int:
     """How many of the body's first tokens decode to a part of the head's text (read from the text, not the ids)."""
-    return max(n for n in range(len(body_ids) + 1) if head_text.startswith(card_tokenizer.decode(body_ids[:n])))
+    length = 0  # the head's text is ASCII: once a prefix of the body is not a prefix of it, no longer one is
+    while length < len(body_ids) and head_text.startswith(card_tokenizer.decode(body_ids[:length + 1])):
+        length += 1
+    return length
 
 
 @pytest.mark.parametrize("document", ["Paris " * 300, "2024 " * 300, "東京 " * 300], ids=["letter", "digit", "cjk"])
@@ -164,8 +171,7 @@ def test_windows_hold_the_head_whole_and_cover_the_documents_tokens_in_order(tok
         assert window == PREFIX_IDS + full[:head] + full[head + start:head + start + room] + SUFFIX_IDS
 
 
-def test_a_document_of_special_tokens_only_is_empty(tokenizer_dir):
-    encoder = Qwen3YesNoPrompts(str(tokenizer_dir), max_model_len=1024)
+def test_a_document_of_special_tokens_only_is_empty(encoder):
     with pytest.raises(EmptyTextError) as raised:
         encoder.encode(QUERY, ["Paris", "<|im_end|><|endoftext|>"], None)
     assert raised.value.name == "DOCUMENTS[1]"
