@@ -13,6 +13,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+from python_backends.engine.orphan_guard import start_time
 from tools.local_server import free_port
 from tests.support.triton_server import RunningServer
 
@@ -119,8 +120,7 @@ def test_stop_server_stops_the_process_group_it_names(tmp_path):
     shell as soon as it exits, as init does for quickstart's server: a zombie would still count as the group."""
     group = subprocess.Popen(["bash", "-c", "sleep 300 & wait"], start_new_session=True)
     threading.Thread(target=group.wait, daemon=True).start()
-    started = Path(f"/proc/{group.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    (tmp_path / "server.pid").write_text(f"{group.pid} {started}\n")
+    (tmp_path / "server.pid").write_text(f"{group.pid} {start_time(group.pid)}\n")
     proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True, env={**os.environ, "RUN_DIR": str(tmp_path)})
     assert proc.stdout == f"stop_server: stopping tritonserver (pid {group.pid}) ...\nstop_server: stopped\n"
     assert not process_group_alive(group.pid)

@@ -12,8 +12,8 @@ import os
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-from tests.support.shared_memory import PREFIXES, SHM, held_by
-from tests.support.triton_server import start_time
+from python_backends.engine.orphan_guard import start_time
+from tests.support.shared_memory import PREFIXES, SHM, command_line, held_by
 
 # What the tests start (servers, stubs, vLLM's processes, the gateway, load generators)
 STARTED_BY_TESTS = ("tritonserver", "triton_python_backend_stub", "VLLM::", "uvicorn", "gateway", "locust",
@@ -32,20 +32,13 @@ def counts(junit: Path) -> str:
     return f"{passed} passed, {total['failures']} failed, {total['errors']} errors, {total['skipped']} skipped"
 
 
-def _command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
 def leftover_processes(since: int) -> list[str]:
     """Processes of the kinds the tests start that began after `since` (clock ticks after boot) and still run."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        started, command = start_time(int(entry.name)), _command_line(int(entry.name))
+        started, command = start_time(int(entry.name)), command_line(int(entry.name))
         if started is not None and started >= since and any(kind in command for kind in STARTED_BY_TESTS):
             found.append(f"pid {entry.name}: {command[:160]}")
     return found
@@ -56,7 +49,7 @@ def leftover_files() -> list[str]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             for name in held_by(int(entry.name)):
-                holders.setdefault(name, []).append(f"pid {entry.name} ({_command_line(int(entry.name))[:80]})")
+                holders.setdefault(name, []).append(f"pid {entry.name} ({command_line(int(entry.name))[:80]})")
     return [f"{path.name}: held by {', '.join(holders.get(path.name, [])) or 'nobody'}"
             for path in sorted(SHM.iterdir()) if path.name.startswith(PREFIXES)]
 

@@ -96,7 +96,7 @@ class Ledger:
             with self._lock:
                 for name in names:
                     self._seen[name].add(group)
-                    self._holder.setdefault(name, f"{_command_line(pid)} [process group {group}]")
+                    self._holder.setdefault(name, f"{command_line(pid)} [process group {group}]")
 
     def start(self) -> None:
         if self._thread is None:
@@ -140,7 +140,7 @@ class Ledger:
             return [f"{name} (held by: {self._holder.get(name, '?')})" for name in names]
 
 
-def _command_line(pid: int) -> str:
+def command_line(pid: int) -> str:
     try:
         args = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:

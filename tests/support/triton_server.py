@@ -12,6 +12,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from python_backends.engine.orphan_guard import alive, start_time
 from reranker_client import RerankClient
 from tests.support.loading import one_load_at_a_time
 from tests.support.shared_memory import LEDGER
@@ -23,15 +24,6 @@ START_ATTEMPTS = 3
 
 
 UNKNOWN_STATUS = -(1 << 16)  # exit_status of a server that another process started and that has ended
-
-
-def start_time(pid: int) -> int | None:
-    """The start time (clock ticks after boot) of a live process, None when it is gone or a zombie."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] in "ZX" else int(fields[19])
 
 
 # the config variant copy_repository writes for a test's changed parameters (tritonserver --model-config-name)
@@ -64,7 +56,7 @@ class RunningServer:
         never reaped here: until stop_server reaps it, its pid, and so its process group's id, cannot be given to
         another process, so a signal to the group can only reach what this server started."""
         if self.process is None:
-            return None if start_time(self.pid) == self.started else UNKNOWN_STATUS
+            return None if alive(self.pid, self.started) else UNKNOWN_STATUS
         if self.process.returncode is not None:
             return self.process.returncode
         try:
