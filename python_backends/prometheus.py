@@ -3,8 +3,8 @@
 Built on `pb_utils.MetricFamily` (passed in: it exists only inside the stub). Names carry the `reranker_` prefix and
 the `model` and `version` labels that Triton's own metrics carry (Triton 2.51 does not add them to custom metrics
 itself). `Refusals` is every step's count of the requests it answered with an error before doing its work. Each
-step's other series are in its folder: preprocess/admission_metrics.py, engine/answer_metrics.py,
-calibrate/monitoring.py.
+step's other series are in its folder: preprocess/metrics.py, engine/metrics.py,
+calibrate/metrics.py.
 """
 
 from __future__ import annotations

@@ -23,21 +23,7 @@ from python_backends.preprocess.settings import PreprocessSettings
 from python_backends.preprocess.step import Preprocessor
 from python_backends.triton_params import ModelParameters
 
-
-def variant_path(repository: Path, step: str, name: str) -> Path:
-    """configs/<name>.pbtxt of a step; the name "default" is its config.pbtxt."""
-    return repository / step / ("config.pbtxt" if name == "default" else f"configs/{name}.pbtxt")
-
-
-def model_config_dict(path: Path) -> dict[str, Any]:
-    """A config file as the dict Triton passes to `initialize` (gRPC ModelConfig in JSON form)."""
-    from google.protobuf import json_format
-
-    from .variant import read_config
-
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such variant (write one with reranker-model add)")
-    return json_format.MessageToDict(read_config(path), preserving_proto_field_name=True)
+from .repository import ENGINE, PREPROCESS, config_dict, config_path
 
 
 @contextmanager
@@ -53,8 +39,7 @@ def open_steps(preprocess_config: dict[str, Any], engine_config: dict[str, Any])
 
 def open_variant(repository: Path, name: str) -> Any:
     """The preprocess and engine of variant `name` of `repository`."""
-    return open_steps(*(model_config_dict(variant_path(repository, step, name))
-                        for step in ("rerank_preprocess", "rerank_engine")))
+    return open_steps(*(config_dict(config_path(repository, step, name, fallback=False)) for step in (PREPROCESS, ENGINE)))
 
 
 def raw_scores(preprocess: Preprocessor, engine: AsyncEngine, query: str, documents: list[str],
@@ -62,10 +47,8 @@ def raw_scores(preprocess: Preprocessor, engine: AsyncEngine, query: str, docume
     """One request's raw scores, one per document."""
     text = lambda *values: np.asarray([[v.encode() for v in values]], dtype=object)  # noqa: E731 - [1, n] as Triton
     inputs = preprocess(text(query), text(*documents), None if instruction is None else text(instruction))
-    arrays = {name: value.reshape(1, -1) for name, value in (
-        ("TOKEN_IDS", inputs.token_ids), ("TOKEN_TYPE_IDS", inputs.token_type_ids),
-        ("SEQUENCE_LENGTHS", inputs.sequence_lengths), ("SEQUENCE_DOCUMENTS", inputs.sequence_documents))}
-    return engine.submit(SequenceBatch.from_arrays(arrays, engine.limits), Deadline()).result()
+    # checked by the engine's own contract, as the engine step checks what reaches it
+    return engine.submit(SequenceBatch.from_arrays(inputs.sequences.tensors(), engine.limits), Deadline()).result()
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,17 @@
 per request, its batches and busy share, and the shares of the mean end-to-end latency the client saw. Preprocess and
 the engine step answer through response senders, so Triton's compute time for them ends when `execute` hands the
 work on; their own counters on the metrics port give the rest: preprocess's time from `execute` to each answer
-(python_backends/preprocess/admission_metrics.py) and vLLM's time from hand-over to scores
-(python_backends/engine/answer_metrics.py)."""
+(python_backends/preprocess/metrics.py) and vLLM's time from hand-over to scores
+(python_backends/engine/metrics.py)."""
 
 from __future__ import annotations
 
 import urllib.request
 
 from benchmarks.procs import http_json
+from reranker_model.repository import ENSEMBLE, STEPS
 
-TRITON_MODELS = ("reranker", "rerank_preprocess", "rerank_engine", "rerank_calibrate")
+TRITON_MODELS = (ENSEMBLE, *STEPS)
 # the engine's seconds counter sums every request handed to vLLM, whatever its outcome: divide by all of them;
 # preprocess's sums the admitted requests it answered
 STEP_COUNTERS = {"vllm_s": "reranker_engine_vllm_seconds_total",

@@ -2,5 +2,5 @@
 
 `settings` (the step's parameters, read once), `step` (the profile in force and its hot reload, input checks,
 calibrate), `profiles` and `profile_schema` (the profile format and how it is applied), `ranking` (best first, ties in
-input order), `drift` (is the live raw-score distribution still the profile's?), `monitoring` (its Prometheus series).
+input order), `drift` (is the live raw-score distribution still the profile's?), `metrics` (its Prometheus series).
 """

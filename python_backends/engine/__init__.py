@@ -1,15 +1,17 @@
-"""The engine step: vLLM's AsyncLLM pooling engine behind a validated tensor contract.
+"""The engine step: vLLM's AsyncLLM pooling engine behind a validated tensor contract (python_backends/sequences).
 
-`settings` (config -> vLLM engine args), `inputs` (the step's own validation), `deadline` (when an answer stops being
-wanted), `runtime` (the engine on its own loop thread, in-flight budget, fairness, aborts, drain, death), `replies`
-(answers through Triton response senders), `answer_metrics` (vLLM's time per request), `orphan_guard` (ends vLLM's processes if the stub dies). How a family's
-pooled output becomes its raw score is the family's own (python_backends/families).
+`settings` (config -> vLLM engine args), `deadline` (when an answer stops being wanted), `step` (the engine on
+its own loop thread, fairness, aborts, drain, death), `budget` (tokens in flight and the work waiting for room),
+`replies` (answers through Triton response senders), `metrics` (vLLM's time per request), `orphan_guard`
+(ends vLLM's processes if the stub dies). How a family's pooled output becomes its raw
+score is the family's own (python_backends/families).
 """
 
+from ..sequences import TENSORS, EngineLimits, SequenceBatch
+from .budget import InflightBudget
 from .deadline import ClientGone, Deadline, DeadlineExceeded
-from .inputs import TENSORS, EngineLimits, SequenceBatch
 from .replies import ReplyThread
-from .runtime import AsyncEngine, EngineDead, InflightBudget
+from .step import AsyncEngine, EngineDead
 from .settings import EngineSettings, check_vllm_version
 
 __all__ = [

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..triton_io import error_response
-from .answer_metrics import EngineMetrics
+from .metrics import EngineMetrics
 from .deadline import ClientGone, DeadlineExceeded
-from .runtime import EngineDead
+from .step import EngineDead
 
 REPORT_S = 1.0  # how often an idle reply thread reports what vLLM holds
 IDLE = object()

@@ -19,22 +19,22 @@ import numpy as np
 
 from ..contract import RETRY_LATER, RequestLimits
 from ..errors import InvalidRequest, Overloaded
+from ..sequences import SequenceBatch
 from .request import RequestTensors, RerankRequest, document_sizes, empty_text_error, parse_request, request_cap
 from .settings import PreprocessSettings
 from .tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, make_encoder
 
 
 @dataclass
-class EngineInputs:
-    """One request's sequences, flattened so they travel as three ragged INT32 tensors."""
+class Preprocessed:
+    """One request's answer: its sequences for the engine and how many of its documents were cut."""
 
-    token_ids: np.ndarray  # [T]
-    token_type_ids: np.ndarray  # [T]
-    sequence_lengths: np.ndarray  # [S]
-    sequence_documents: np.ndarray  # [S] document index of each sequence, -1 for a bi-encoder's query
-    documents: int
+    sequences: SequenceBatch
     truncated: int
-    top_n: int
+
+    @property
+    def documents(self) -> int:
+        return self.sequences.document_count
 
 
 # Above this many input bytes in one batch, give freed heap back to the OS afterwards: glibc keeps the tokenizer's
@@ -104,7 +104,7 @@ class Preprocessor:
         span = self.encoder.document_span(cap)
         return sum(min(span, size) for size in document_sizes(tensors, self.limits))
 
-    def encode(self, request: RerankRequest) -> EngineInputs:
+    def encode(self, request: RerankRequest) -> Preprocessed:
         try:
             encoded = self.encoder.encode(request.query, request.documents, request.instruction, request.max_tokens_per_doc)
         except QueryTooLongError as exc:
@@ -113,15 +113,13 @@ class Preprocessor:
             raise empty_text_error(exc.name) from None
         flat_ids = _flat(encoded.token_ids)
         flat_types = np.zeros_like(flat_ids) if encoded.token_type_ids is None else _flat(encoded.token_type_ids)
-        return EngineInputs(
+        sequences = SequenceBatch(
             token_ids=flat_ids,
             token_type_ids=flat_types,
-            sequence_lengths=np.asarray(encoded.lengths, dtype=np.int32),
-            sequence_documents=np.asarray(encoded.document_index, dtype=np.int32),
-            documents=len(request.documents),
-            truncated=encoded.truncated,
-            top_n=request.top_n,
+            lengths=np.asarray(encoded.lengths, dtype=np.int32),
+            documents=np.asarray(encoded.document_index, dtype=np.int32),
         )
+        return Preprocessed(sequences, truncated=encoded.truncated)
 
     def __call__(
         self,
@@ -130,7 +128,7 @@ class Preprocessor:
         instruction: np.ndarray | None = None,
         top_n: np.ndarray | None = None,
         max_tokens_per_doc: np.ndarray | None = None,
-    ) -> EngineInputs:
+    ) -> Preprocessed:
         """One request alone (no admission)."""
         return self.encode(self.parse(RequestTensors(query, documents, instruction, top_n, max_tokens_per_doc)))
 
@@ -150,7 +148,7 @@ class Preprocessor:
             decisions.append(self.admission.take(cost) or cost)
         return decisions
 
-    def run(self, raw: RequestTensors, cost: int) -> EngineInputs | Exception:
+    def run(self, raw: RequestTensors, cost: int) -> Preprocessed | Exception:
         """Decode and encode one admitted request, then give its work back; its refusal as the result."""
         try:
             return self.encode(self.parse(raw))

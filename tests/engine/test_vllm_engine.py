@@ -21,7 +21,7 @@ from python_backends.families.qwen3_yes_no import HF_OVERRIDES
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
 from python_backends.preprocess.tokenization import make_encoder
-from python_backends.engine.runtime import CANCEL_POLL_S
+from python_backends.engine.budget import CANCEL_POLL_S
 from tests.engine.conftest import MAX_MODEL_LEN, engine_settings, open_engine
 from tests.support.tensors import text_row
 from tests.support.waiting import wait_until
@@ -46,10 +46,10 @@ DOCS = [
 def make_batch(engine: AsyncEngine, pre: Preprocessor, query: str, docs: list[str], instruction: str | None = None,
                zero_types: bool = False) -> SequenceBatch:
     out = pre(text_row(query), text_row(*docs), None if instruction is None else text_row(instruction))
-    types = np.zeros_like(out.token_type_ids) if zero_types else out.token_type_ids
-    tensors = {"TOKEN_IDS": out.token_ids, "TOKEN_TYPE_IDS": types, "SEQUENCE_LENGTHS": out.sequence_lengths,
-               "SEQUENCE_DOCUMENTS": out.sequence_documents}
-    return SequenceBatch.from_arrays({name: array[None, :] for name, array in tensors.items()}, engine.limits)
+    tensors = out.sequences.tensors()
+    if zero_types:
+        tensors["TOKEN_TYPE_IDS"] = np.zeros_like(tensors["TOKEN_TYPE_IDS"])
+    return SequenceBatch.from_arrays(tensors, engine.limits)
 
 
 def large_batch(engine: AsyncEngine, pre: Preprocessor, copies: int = 3) -> SequenceBatch:

@@ -92,8 +92,8 @@ def test_preprocessed_sequences_are_unchanged_by_the_bound(paths, model):
         reference = pre(text_row("paris capital"), text_row(*docs))
     finally:
         BoundedTokenizer.CHARS_PER_TOKEN = unbounded
-    assert out.token_ids.tolist() == reference.token_ids.tolist()
-    assert out.sequence_lengths.tolist() == reference.sequence_lengths.tolist()
+    assert out.sequences.token_ids.tolist() == reference.sequences.token_ids.tolist()
+    assert out.sequences.lengths.tolist() == reference.sequences.lengths.tolist()
     assert out.truncated == reference.truncated == 2
 
 
@@ -120,7 +120,7 @@ def test_max_tokens_per_doc_cuts_documents_only_and_counts_them(paths, model):
     whole = pre(text_row("paris capital"), text_row(*docs))
     capped = pre(text_row("paris capital"), text_row(*docs), max_tokens_per_doc=_int(10))
     assert whole.truncated == 0 and capped.truncated == 1  # 3 words fit in 10 tokens, 40 do not
-    lengths, capped_lengths = whole.sequence_lengths.tolist(), capped.sequence_lengths.tolist()
+    lengths, capped_lengths = whole.sequences.lengths.tolist(), capped.sequences.lengths.tolist()
     assert capped_lengths[:-1] == lengths[:-1]  # the query (bi-encoder) and the short document are untouched
     doc_tokens = len(_backend(paths[model]).encode(docs[1], add_special_tokens=False).ids)
     assert lengths[-1] - capped_lengths[-1] == doc_tokens - 10  # only the document lost tokens, exactly down to 10
@@ -131,7 +131,7 @@ def test_max_tokens_per_doc_cuts_documents_only_and_counts_them(paths, model):
 def test_max_tokens_per_doc_above_the_model_budget_changes_nothing(paths):
     pre = _pre(paths, "minilm")
     docs = [_prose(500, 7)]
-    assert pre(text_row("q"), text_row(*docs), max_tokens_per_doc=_int(10**6)).token_ids.tolist() == pre(text_row("q"), text_row(*docs)).token_ids.tolist()
+    assert pre(text_row("q"), text_row(*docs), max_tokens_per_doc=_int(10**6)).sequences.token_ids.tolist() == pre(text_row("q"), text_row(*docs)).sequences.token_ids.tolist()
 
 
 def test_window_mode_is_bounded_by_max_windows_and_the_cap():
@@ -146,7 +146,7 @@ def test_window_mode_is_bounded_by_max_windows_and_the_cap():
 def test_window_mode_encoder_scores_at_most_max_windows(paths):
     pre = _pre(paths, "minilm", overlap=8, windows=3)
     out = pre(text_row("q"), text_row(_prose(3000, 8)))
-    assert (out.sequence_documents == 0).sum() == 3 and out.truncated == 1
+    assert (out.sequences.documents == 0).sum() == 3 and out.truncated == 1
 
 
 # --- admission by work -----------------------------------------------------------------------------------------------
@@ -174,8 +174,8 @@ def test_refusals_are_priced_without_decoding(paths):
         "preprocess is over its work budget (62 of 100 document tokens in flight, this request needs up to 62): "
         "retry later"
     )
-    assert type(pre.run(big, cost)).__name__ == "EngineInputs"
-    assert type(pre.run(RequestTensors(text_row("q"), text_row("paris")), refused[1])).__name__ == "EngineInputs"
+    assert type(pre.run(big, cost)).__name__ == "Preprocessed"
+    assert type(pre.run(RequestTensors(text_row("q"), text_row("paris")), refused[1])).__name__ == "Preprocessed"
     assert pre.admission.spent == 0
     [alone] = pre.admit([undecodable])  # nothing in flight: admitted, then refused as what it is
     assert str(pre.run(undecodable, alone)) == "DOCUMENTS[0] is not valid UTF-8 (byte 0)"
@@ -220,7 +220,7 @@ def test_a_document_read_only_to_the_character_cap_counts_as_truncated(paths, mo
     long_words = ("a " + "\u00c9" * 120 + " ") * 250  # 60,750 bytes, within max_document_bytes
     request = RequestTensors(text_row("q"), np.array([[b"paris", long_words.encode()]], dtype=object))
     out = _execute(pre, [request])[0]
-    assert max(out.sequence_lengths) < 256 and out.truncated == 1
+    assert max(out.sequences.lengths) < 256 and out.truncated == 1
 
 
 def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
@@ -233,11 +233,11 @@ def test_batch_past_its_token_budget_refuses_the_rest_at_once(paths):
         RequestTensors(text_row("q"), text_row(small)),  # 62 + 5 <= 100: admitted
     ]
     results = _execute(pre, batch)
-    assert [type(r).__name__ for r in results] == ["EngineInputs", "InvalidRequest", "Overloaded", "EngineInputs"]
+    assert [type(r).__name__ for r in results] == ["Preprocessed", "InvalidRequest", "Overloaded", "Preprocessed"]
     assert str(results[2]) == (
         "preprocess is over its work budget (62 of 100 document tokens in flight, this request needs up to 62): "
         "retry later"
     )
     alone = _execute(pre, [RequestTensors(text_row("q"), text_row(*[big] * 5))])  # over budget alone: the first always runs
-    assert type(alone[0]).__name__ == "EngineInputs"
+    assert type(alone[0]).__name__ == "Preprocessed"
     assert isinstance(results[2], Overloaded)

@@ -18,8 +18,8 @@ import pytest
 from python_backends.engine import (
     AsyncEngine, ClientGone, Deadline, DeadlineExceeded, EngineDead, EngineSettings, InflightBudget, ReplyThread,
 )
-from python_backends.engine.answer_metrics import EngineMetrics
-from python_backends.engine.runtime import CANCEL_POLL_S, OVERSIZED_IN_FLIGHT, priority
+from python_backends.engine.metrics import EngineMetrics
+from python_backends.engine.budget import CANCEL_POLL_S, OVERSIZED_IN_FLIGHT, priority
 from python_backends.errors import Overloaded
 from tests.unit.test_step_metrics import MetricFamily
 from tests.support.waiting import wait_until

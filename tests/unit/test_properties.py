@@ -66,8 +66,8 @@ def _sequences(preprocessors, name: str, query: str, docs: list[str]) -> tuple[s
     out = _run(pre, query, docs)
     if out is None:
         return path, [], []
-    starts = np.cumsum(out.sequence_lengths)[:-1]
-    return path, np.split(out.token_ids, starts), np.split(out.token_type_ids, starts)
+    starts = np.cumsum(out.sequences.lengths)[:-1]
+    return path, np.split(out.sequences.token_ids, starts), np.split(out.sequences.token_type_ids, starts)
 
 
 @PROPERTY_SETTINGS
@@ -78,9 +78,9 @@ def test_every_sequence_fits_and_one_comes_per_document(preprocessors, query, do
         if out is None:
             continue
         expected = len(docs) + (1 if name == "minilm" else 0)
-        assert out.sequence_lengths.shape == (expected,)
-        assert int(out.sequence_lengths.sum()) == out.token_ids.shape[0] == out.token_type_ids.shape[0]
-        assert out.sequence_lengths.max() <= MAX_LEN
+        assert out.sequences.lengths.shape == (expected,)
+        assert int(out.sequences.lengths.sum()) == out.sequences.token_ids.shape[0] == out.sequences.token_type_ids.shape[0]
+        assert out.sequences.lengths.max() <= MAX_LEN
         assert 0 <= out.truncated <= len(docs)
         assert out.documents == len(docs)
 

@@ -9,12 +9,14 @@ import weakref
 
 import numpy as np
 
-from python_backends.calibrate.monitoring import ScoreDriftMetrics
+from python_backends.calibrate.metrics import ScoreDriftMetrics
 from python_backends.calibrate.profiles import CalibrationProfile, PlattCalibrator
-from python_backends.engine.runtime import EngineDead
+from python_backends.engine.step import EngineDead
 from python_backends.errors import InvalidRequest, Overloaded
-from python_backends.preprocess.admission_metrics import PreprocessMetrics
+from python_backends.preprocess.metrics import PreprocessMetrics
+from python_backends.preprocess.step import Preprocessed
 from python_backends.prometheus import Refusals, StepMetrics
+from python_backends.sequences import SequenceBatch
 
 
 class Metric:
@@ -55,7 +57,9 @@ def _values(refusals: Refusals) -> dict[str, float]:
 
 def test_preprocess_counts_each_answer_and_its_time_from_execute():
     metrics = PreprocessMetrics(PB_UTILS, {"model": "rerank_preprocess", "version": "1"})
-    admitted = types.SimpleNamespace(documents=3, token_ids=np.zeros(40, dtype=np.int32), truncated=1)
+    tokens = np.zeros(40, dtype=np.int32)  # 3 documents in 4 sequences of 10 tokens, one of them windowed
+    sequences = SequenceBatch(tokens, tokens, np.full(4, 10, dtype=np.int32), np.array([0, 1, 2, 2], dtype=np.int32))
+    admitted = Preprocessed(sequences, truncated=1)
     metrics.record(admitted, 0.25)
     metrics.record(admitted, 0.5)
     counted = (metrics.requests, metrics.seconds, metrics.pairs, metrics.tokens, metrics.truncated)

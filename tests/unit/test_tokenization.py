@@ -164,11 +164,11 @@ def test_preprocessor_flattens_sequences(tiny):
     docs = [SHORT_DOC, long_text(500)]
     out = pre(text_row(QUERY), text_row(*docs), None, np.array([[1]], dtype=np.int32))
     encoded = pre.encoder.encode(QUERY, docs, None)
-    assert out.token_ids.dtype == out.token_type_ids.dtype == out.sequence_lengths.dtype == np.int32
-    assert out.token_ids.tolist() == [t for seq in encoded.token_ids for t in seq]
-    assert out.token_type_ids.tolist() == [t for seq in encoded.token_type_ids for t in seq]
-    assert out.sequence_lengths.tolist() == encoded.lengths
-    assert (out.truncated, out.top_n) == (1, 1)
+    assert out.sequences.token_ids.dtype == out.sequences.token_type_ids.dtype == out.sequences.lengths.dtype == np.int32
+    assert out.sequences.token_ids.tolist() == [t for seq in encoded.token_ids for t in seq]
+    assert out.sequences.token_type_ids.tolist() == [t for seq in encoded.token_type_ids for t in seq]
+    assert out.sequences.lengths.tolist() == encoded.lengths
+    assert out.truncated == 1
     with pytest.raises(InvalidRequest, match=r"^QUERY: the query takes"):
         pre(text_row(long_text(100)), text_row("dog"))
 
@@ -177,9 +177,8 @@ def test_preprocessor_zero_token_types_without_pairs(tiny):
     limits = RequestLimits(max_documents=8, max_document_bytes=1 << 16, max_query_bytes=4096, max_model_len=MAX_LEN)
     pre = Preprocessor(Qwen3YesNoPrompts(str(tiny["qwen3"]), 128), limits)
     out = pre(text_row("paris"), text_row("a city", "a dog"), text_row("find cities"))
-    assert out.sequence_lengths.shape == (2,)
-    assert out.token_type_ids.shape == out.token_ids.shape and not out.token_type_ids.any()
-    assert out.top_n == 2
+    assert out.sequences.lengths.shape == (2,)
+    assert out.sequences.token_type_ids.shape == out.sequences.token_ids.shape and not out.sequences.token_type_ids.any()
 
 
 # --- window mode ---------------------------------------------------------------------------------------------
@@ -228,8 +227,8 @@ def test_a_document_of_unknown_tokens_is_scored(minilm, document):
     unknown = AutoTokenizer.from_pretrained(minilm).unk_token_id
     out = pre(text_row(QUERY), text_row(SHORT_DOC, document))
     assert out.documents == 2
-    assert out.sequence_documents.tolist() == [-1, 0, 1]  # the query, then one sequence per document
-    last = out.token_ids[-out.sequence_lengths[-1]:].tolist()
+    assert out.sequences.documents.tolist() == [-1, 0, 1]  # the query, then one sequence per document
+    last = out.sequences.token_ids[-out.sequences.lengths[-1]:].tolist()
     assert last == [101, unknown, 102]  # [CLS] [UNK] [SEP]
     with pytest.raises(InvalidRequest, match=r"^DOCUMENTS\[1\] is empty"):
         pre(text_row(QUERY), text_row(SHORT_DOC, "[SEP] [CLS]"))
@@ -241,4 +240,4 @@ def test_text_only_private_use_characters_scored_where_the_tokenizer_keeps_them(
     pre = Preprocessor(CrossEncoderPairs(str(tiny["xlmr"]), MAX_LEN), limits)
     out = pre(text_row(QUERY), text_row("\ue000\ue001"))
     unknown = AutoTokenizer.from_pretrained(str(tiny["xlmr"])).unk_token_id
-    assert out.documents == 1 and unknown in out.token_ids.tolist()
+    assert out.documents == 1 and unknown in out.sequences.token_ids.tolist()

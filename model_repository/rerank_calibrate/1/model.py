@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from python_backends.calibrate.monitoring import CalibrationMetrics, ScoreDriftMetrics
+from python_backends.calibrate.metrics import CalibrationMetrics, ScoreDriftMetrics
 from python_backends.calibrate.settings import CalibrateSettings
 from python_backends.calibrate.step import ProfileStore, calibrate, validated_inputs
 from python_backends.prometheus import Refusals, model_labels

@@ -16,7 +16,7 @@ import triton_python_backend_utils as pb_utils
 from python_backends.engine import (
     TENSORS, AsyncEngine, Deadline, EngineDead, EngineSettings, ReplyThread, SequenceBatch,
 )
-from python_backends.engine.answer_metrics import EngineMetrics
+from python_backends.engine.metrics import EngineMetrics
 from python_backends.prometheus import Refusals, model_labels
 from python_backends.triton_io import required_array
 from python_backends.triton_params import ModelParameters

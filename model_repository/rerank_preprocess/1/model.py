@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from python_backends.preprocess.admission_metrics import PreprocessMetrics
+from python_backends.preprocess.metrics import PreprocessMetrics
 from python_backends.preprocess.request import RequestTensors
 from python_backends.preprocess.settings import PreprocessSettings
-from python_backends.preprocess.step import EngineInputs, Preprocessor, size_tokenizer_pool
+from python_backends.preprocess.step import Preprocessed, Preprocessor, size_tokenizer_pool
 from python_backends.prometheus import Refusals, model_labels
 from python_backends.triton_io import error_response, input_array, required_array
 
@@ -47,7 +47,7 @@ class TritonPythonModel:
             result = exc
         self._answer(sender, result, started)
 
-    def _answer(self, sender, result: EngineInputs | Exception, started: float) -> None:
+    def _answer(self, sender, result: Preprocessed | Exception, started: float) -> None:
         if isinstance(result, Exception):
             self.refusals.count(result)
             response = error_response(pb_utils, result)
@@ -75,12 +75,6 @@ class TritonPythonModel:
             return exc
 
     @staticmethod
-    def _response(out: EngineInputs):
-        outputs = {
-            "TOKEN_IDS": out.token_ids[None, :],
-            "TOKEN_TYPE_IDS": out.token_type_ids[None, :],
-            "SEQUENCE_LENGTHS": out.sequence_lengths[None, :],
-            "SEQUENCE_DOCUMENTS": out.sequence_documents[None, :],
-            "TRUNCATED": np.array([[out.truncated]], dtype=np.int32),
-        }
+    def _response(out: Preprocessed):
+        outputs = {**out.sequences.tensors(), "TRUNCATED": np.array([[out.truncated]], dtype=np.int32)}
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, array) for name, array in outputs.items()])

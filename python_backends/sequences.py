@@ -1,8 +1,10 @@
-"""The engine step's own input contract: one request's flat token tensors, checked in full before vLLM sees them.
+"""The tensors that cross preprocess -> engine: one request's sequences as flat token tensors (`SequenceBatch`).
 
-Any client can call `rerank_engine` directly on the server's ports, so nothing here trusts the preprocess step:
-a malformed request is refused alone (INVALID_ARG) and never reaches vLLM, where it would fail the requests
-batched with it. The checks run in a fixed order, cheapest first; each names the tensor and the limit.
+The preprocess step builds a `SequenceBatch` and sends its `tensors()`; the engine step rebuilds it with
+`from_arrays`, which checks it in full before vLLM sees it. Any client can call `rerank_engine` directly on the
+server's ports, so the engine trusts nothing the preprocess step did: a malformed request is refused alone
+(INVALID_ARG) and never reaches vLLM, where it would fail the requests batched with it. The checks run in a fixed
+order, cheapest first; each names the tensor and the limit.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidRequest
+from .errors import InvalidRequest
 
 TENSORS = ("TOKEN_IDS", "TOKEN_TYPE_IDS", "SEQUENCE_LENGTHS", "SEQUENCE_DOCUMENTS")
 QUERY_ROW = -1  # SEQUENCE_DOCUMENTS value of a bi-encoder's query sequence
@@ -98,6 +100,11 @@ class SequenceBatch:
         # millions of documents.
         if np.unique(docs).shape[0] != int(docs.max()) + 1:
             raise InvalidRequest("SEQUENCE_DOCUMENTS: document indices must cover 0..D-1 without gaps")
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        """The four tensors of one Triton request, each [1, n], by their names in TENSORS."""
+        arrays = (self.token_ids, self.token_type_ids, self.lengths, self.documents)
+        return {name: array[None, :] for name, array in zip(TENSORS, arrays)}
 
     def windows(self, tokens: int) -> list[range]:
         """The sequences in consecutive runs of at most `tokens` tokens each (a longer sequence makes a run alone)."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..prometheus import StepMetrics
+
+if TYPE_CHECKING:
+    from .step import Preprocessed
 
 
 class PreprocessMetrics(StepMetrics):
@@ -24,10 +27,10 @@ class PreprocessMetrics(StepMetrics):
             "reranker_preprocess_seconds_total",
             "Seconds from the execute that took an admitted request to its answer, summed")
 
-    def record(self, admitted: Any, seconds: float) -> None:
-        """Count one admitted request from its engine inputs, answered `seconds` after its execute began."""
+    def record(self, admitted: Preprocessed, seconds: float) -> None:
+        """Count one admitted request from its answer, answered `seconds` after its execute began."""
         self.requests.increment(1)
         self.seconds.increment(seconds)
         self.pairs.increment(admitted.documents)
-        self.tokens.increment(int(admitted.token_ids.size))
+        self.tokens.increment(admitted.sequences.tokens)
         self.truncated.increment(admitted.truncated)
