@@ -32,18 +32,11 @@ from tritonclient.utils import InferenceServerException
 
 from python_backends.contract import RequestLimits
 from reranker_client import build_inputs
+from reranker_model.repository import PREPROCESS, STEPS, config_dict, config_path
 from tests.support.triton_server import ROOT, start_server, stop_server
 
-MODELS = ("rerank_preprocess", "rerank_engine", "rerank_calibrate")
-
-
 def _limits(repository: Path) -> RequestLimits:
-    from google.protobuf import json_format, text_format
-    from tritonclient.grpc import model_config_pb2
-
-    text = (repository / "rerank_preprocess" / "config.pbtxt").read_text()
-    config = text_format.Parse(text, model_config_pb2.ModelConfig())
-    return RequestLimits.from_model_config(json_format.MessageToDict(config, preserving_proto_field_name=True))
+    return RequestLimits.from_model_config(config_dict(config_path(repository, PREPROCESS)))
 
 
 def _rss_mb(pid: int) -> float:
@@ -64,7 +57,7 @@ def _stubs(server_pid: int) -> dict[str, int]:
         except OSError:
             continue
         if len(args) > 1 and args[0].endswith("triton_python_backend_stub") and str(server_pid) in args:
-            model = next((m for m in MODELS if args[1].endswith(f"{m}/1/model.py")), None)
+            model = next((m for m in STEPS if args[1].endswith(f"{m}/1/model.py")), None)
             if model:
                 found[model] = int(proc.name)
     return found

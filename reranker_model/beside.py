@@ -15,23 +15,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .variant import STEPS, read_config
+from .repository import ENSEMBLE, STEPS, config_path, read_config, variant_file, write_config
 
-ENSEMBLE = "reranker"  # the repository's ensemble, whose wiring the copy keeps
 ADAPTER = Path("1") / "model.py"
 
 
 def step_name(ensemble: str, step: str) -> str:
     """rerank_preprocess -> NAME_preprocess."""
     return f"{ensemble}_{step.removeprefix('rerank_')}"
-
-
-def variant_config_path(repository: Path, step: str, variant: str) -> Path:
-    folder = repository / step
-    path = folder / "config.pbtxt" if variant == "default" else folder / "configs" / f"{variant}.pbtxt"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no variant '{variant}' (reranker-model add {variant} MODEL writes it)")
-    return path
 
 
 @dataclass(frozen=True)
@@ -51,30 +42,24 @@ class Beside:
 
     def write(self) -> list[Path]:
         """Write the ensemble and its three steps; returns the files written."""
-        from google.protobuf import text_format
-
         names = {step: step_name(self.name, step) for step in STEPS}
         written = []
         for step, name in names.items():
-            config = read_config(variant_config_path(self.repository, step, self.variant))
+            config = read_config(config_path(self.repository, step, self.variant, fallback=False))
             config.name = name
             folder = self.out / name
             (folder / ADAPTER.parent).mkdir(parents=True, exist_ok=True)
-            written.append(self._write_text(folder / "config.pbtxt", text_format.MessageToString(config)))
+            written.append(write_config(variant_file(self.out, name), config, self.header()))
             written.append(Path(shutil.copyfile(self.repository / step / ADAPTER, folder / ADAPTER)))
             if "calibration_profile" in config.parameters:
                 written.append(self._copy_profile(step, folder, config.parameters["calibration_profile"].string_value))
-        ensemble = read_config(self.repository / ENSEMBLE / "config.pbtxt")
+        ensemble = read_config(variant_file(self.repository, ENSEMBLE))
         ensemble.name = self.name
         for step in ensemble.ensemble_scheduling.step:
             step.model_name = names[step.model_name]
         (self.out / self.name / "1").mkdir(parents=True, exist_ok=True)  # an ensemble needs a version folder
-        written.insert(0, self._write_text(self.out / self.name / "config.pbtxt", text_format.MessageToString(ensemble)))
+        written.insert(0, write_config(variant_file(self.out, self.name), ensemble, self.header()))
         return written
-
-    def _write_text(self, path: Path, text: str) -> Path:
-        path.write_text(self.header() + text)
-        return path
 
     def _copy_profile(self, step: str, folder: Path, relative: str) -> Path:
         target = folder / relative

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .checkpoint import PROBE_DOCUMENT as _DOC, PROBE_QUERY as _QUERY, SCORE_TYPES, ModelCheck, RefusedModel, check_model, vllm_support
-from .variant import REPOSITORY
+from .repository import ENGINE, REPOSITORY, config_path, engine_args as configured_engine_args, read_config
 
 PROBE_QUERY = "What is the capital of France?"
 PROBE_PAIR = f"{_QUERY!r} / {_DOC!r}"
@@ -96,7 +96,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .sizing import choose_length, memory_lines, read_sample, sequence_lengths
-    from .variant import STEPS, VariantSpec, engine_args, write_variant
+    from .variant import VariantSpec, engine_args, write_variant
 
     model = check_model(args.model)
     length = args.max_model_len
@@ -111,9 +111,7 @@ def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
                        args.queue_delay_us, command=["reranker-model", *argv[argv.index("add"):]])
     written = write_variant(spec, args.repository)
     if args.documents is not None:
-        from .variant import read_config
-
-        base = json.loads(read_config(args.repository / STEPS[1] / "config.pbtxt").parameters["engine_args"].string_value)
+        base = configured_engine_args(read_config(config_path(args.repository, ENGINE)))
         print("\n".join(memory_lines(model, engine_args(spec, base), _gpu_bytes())))
     for path in written:
         print(f"wrote {path.relative_to(args.repository)}")

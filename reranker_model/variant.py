@@ -18,9 +18,10 @@ from typing import Any
 from python_backends.calibrate.profile_schema import dump_profile, load_profile, profile_from_dict
 
 from .checkpoint import SCORE_TYPES, ModelCheck
+from .repository import (
+    STEPS, config_path, engine_args as repository_engine_args, read_config, set_parameters, variant_file, write_config,
+)
 
-REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
-STEPS = ("rerank_preprocess", "rerank_engine", "rerank_calibrate")
 # One GPU's engine, as the committed GPU variants run it: compiled, bf16, 85% of the GPU's memory, small requests
 # scheduled first (the engine step gives each request's sequences its size as priority).
 GPU_ENGINE_ARGS = {"dtype": "bfloat16", "max_num_batched_tokens": 65536, "max_num_seqs": 256,
@@ -55,15 +56,6 @@ class VariantSpec:
         return f"profiles/{self.model.profile_stem}.json"
 
 
-def read_config(path: Path) -> Any:
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    config = model_config_pb2.ModelConfig()
-    text_format.Parse(path.read_text(), config)
-    return config
-
-
 def engine_args(spec: VariantSpec, base: dict[str, Any]) -> dict[str, Any]:
     """The base's engine_args (the GPU ones with --gpu), this model and length, and what its family needs."""
     args = {"model": spec.model.reference, "runner": "pooling"}
@@ -77,28 +69,21 @@ def engine_args(spec: VariantSpec, base: dict[str, Any]) -> dict[str, Any]:
     return {**ordered, **args, **spec.model.engine_args}
 
 
-def _set_parameters(config: Any, values: dict[str, str]) -> None:
-    for key, value in values.items():
-        if key not in config.parameters:
-            raise KeyError(f"{config.name} has no parameter {key!r}")
-        config.parameters[key].string_value = value
-
-
 def step_configs(spec: VariantSpec, repository: Path) -> dict[str, Any]:
     """The three steps' configs of the variant, as ModelConfig messages."""
-    configs = {step: read_config(repository / step / "config.pbtxt") for step in STEPS}
+    configs = {step: read_config(config_path(repository, step)) for step in STEPS}
     preprocess, engine, calibrate = configs.values()
     reference = spec.model.reference
-    _set_parameters(preprocess, {"model": reference, "max_model_len": str(spec.max_model_len)})
+    set_parameters(preprocess, {"model": reference, "max_model_len": str(spec.max_model_len)})
     if not spec.gpu:  # the base's budget is one request of max_documents x max_model_len
         budget = int(preprocess.parameters["max_documents"].string_value) * spec.max_model_len
-        _set_parameters(preprocess, {"batch_token_budget": str(budget)})
-    base_args = json.loads(engine.parameters["engine_args"].string_value)
-    _set_parameters(engine, {"engine_args": json.dumps(engine_args(spec, base_args)), "model_sha256": "{}"})
-    _set_parameters(calibrate, {"model": reference, "calibration_profile": spec.profile_file})
+        set_parameters(preprocess, {"batch_token_budget": str(budget)})
+    base_args = repository_engine_args(engine)
+    set_parameters(engine, {"engine_args": json.dumps(engine_args(spec, base_args)), "model_sha256": "{}"})
+    set_parameters(calibrate, {"model": reference, "calibration_profile": spec.profile_file})
     if spec.gpu:
         for step, values in GPU_PARAMETERS.items():
-            _set_parameters(configs[step], values)
+            set_parameters(configs[step], values)
         for group in engine.instance_group:
             group.kind = type(group).KIND_GPU
         preprocess.max_batch_size = GPU_PREPROCESS_MAX_BATCH_SIZE
@@ -106,7 +91,7 @@ def step_configs(spec: VariantSpec, repository: Path) -> dict[str, Any]:
     if instances:
         preprocess.instance_group[0].count = instances
     if spec.tokenizer_threads is not None:
-        _set_parameters(preprocess, {"tokenizer_threads": str(spec.tokenizer_threads)})
+        set_parameters(preprocess, {"tokenizer_threads": str(spec.tokenizer_threads)})
     delays = spec.queue_delay_us or (GPU_QUEUE_DELAY_US if spec.gpu else None)
     for config, delay in zip(configs.values(), delays or ()):
         config.dynamic_batching.max_queue_delay_microseconds = delay
@@ -127,16 +112,11 @@ def unfitted_profile(spec: VariantSpec) -> dict[str, Any]:
 
 def write_variant(spec: VariantSpec, repository: Path) -> list[Path]:
     """Write configs/<name>.pbtxt of each step (and the profile, unless one for this score type is there)."""
-    from google.protobuf import text_format
-
     header = f"# {shlex.join(spec.command)}\n" if spec.command else ""
     header += f"# Variant '{spec.name}' ({spec.model.reference}); the settings' reasons: config.pbtxt, configs/gpu.pbtxt.\n"
     written = []
     for step, config in step_configs(spec, repository).items():
-        path = repository / step / "configs" / f"{spec.name}.pbtxt"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(header + text_format.MessageToString(config))
-        written.append(path)
+        written.append(write_config(variant_file(repository, step, spec.name), config, header))
     profile = repository / "rerank_calibrate" / spec.profile_file
     if profile.is_file():
         existing = load_profile(profile)

@@ -19,6 +19,8 @@ import jsonschema
 import pytest
 import yaml
 
+from reranker_model.repository import ENGINE, config_path, read_config
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "reranker"
 RENDER_PY = REPO / "deploy" / "helm" / "render.py"
@@ -184,10 +186,8 @@ def test_count_advice_is_per_gpu():
     """The chart scales engines with GPUs, never with the instance_group count (Triton's count is per GPU)."""
     values_text = (CHART / "values.yaml").read_text()
     assert "on EACH GPU the pod" in values_text and "leave that count at 1" in values_text
-    gpu_config = REPO / "model_repository" / "rerank_engine" / "configs" / "gpu.pbtxt"
-    text = gpu_config.read_text()
-    group = re.search(r"instance_group\s*\[(.*?)\]", text, re.S).group(1)
-    assert re.search(r"count:\s*1\b", group) and "KIND_GPU" in group and "gpus" not in group
+    (group,) = read_config(config_path(REPO / "model_repository", ENGINE, "gpu")).instance_group
+    assert group.count == 1 and group.kind == group.KIND_GPU and not group.gpus
 
 
 # ------------------------------------------------------------------------------- weights and caches

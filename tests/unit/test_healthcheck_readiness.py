@@ -11,8 +11,8 @@ import grpc
 import pytest
 from tritonclient.grpc import service_pb2
 
-from benchmarks.engine_config import ROOT, read_config
 from reranker_client.healthcheck import check, main
+from reranker_model.repository import PREPROCESS, REPOSITORY, config_path, read_config
 
 
 class Slow(grpc.GenericRpcHandler):
@@ -21,7 +21,7 @@ class Slow(grpc.GenericRpcHandler):
 
     def service(self, handler_call_details):
         if handler_call_details.method.endswith("/ModelConfig"):
-            config = read_config(ROOT / "model_repository" / "rerank_preprocess" / "config.pbtxt")  # the limits
+            config = read_config(config_path(REPOSITORY, PREPROCESS))  # the limits
             return grpc.unary_unary_rpc_method_handler(
                 lambda request, context: service_pb2.ModelConfigResponse(config=config),
                 response_serializer=service_pb2.ModelConfigResponse.SerializeToString)

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2
 
-from benchmarks.engine_config import config_path, read_config
 from python_backends.calibrate.profile_schema import load_profile
 from python_backends.contract import RequestLimits
 from python_backends.families import Qwen3YesNo
 from python_backends.model_source import ModelSourceError, resolve_model, verify_sha256
+from reranker_model.repository import DEFAULT, REPOSITORY as REPO, STEPS as PYTHON_MODELS, config_path, read_config
 
-REPO = Path(__file__).resolve().parents[2] / "model_repository"
-PYTHON_MODELS = ("rerank_preprocess", "rerank_engine", "rerank_calibrate")
 
 
 def config(name: str) -> model_config_pb2.ModelConfig:
@@ -50,9 +47,9 @@ def engine_args(cfg: model_config_pb2.ModelConfig) -> dict:
     return json.loads(param(cfg, "engine_args"))
 
 
-@pytest.mark.parametrize("variant", ["config", "gpu", "gpu-bge-m3", "gpu-fp8"])
+@pytest.mark.parametrize("variant", [DEFAULT, "gpu", "gpu-bge-m3", "gpu-fp8"])
 def test_preprocess_and_engine_name_the_same_model_and_length(variant):
-    pre, engine = (read_config(config_path(variant, name, REPO)) for name in ("rerank_preprocess", "rerank_engine"))
+    pre, engine = (read_config(config_path(REPO, name, variant)) for name in ("rerank_preprocess", "rerank_engine"))
     limits = RequestLimits.from_model_config(json_format.MessageToDict(pre, preserving_proto_field_name=True))
     assert param(pre, "model") == engine_args(engine)["model"]
     assert limits.max_model_len == engine_args(engine)["max_model_len"]
@@ -61,7 +58,7 @@ def test_preprocess_and_engine_name_the_same_model_and_length(variant):
 def test_the_qwen3_config_carries_the_engine_args_its_family_requires():
     """vLLM's arguments are written whole in the config; the family says what they must hold (the engine checks
     the same at load)."""
-    args = engine_args(read_config(config_path("gpu", "rerank_engine", REPO)))
+    args = engine_args(read_config(config_path(REPO, "rerank_engine", "gpu")))
     assert args["model"] == "Qwen/Qwen3-Reranker-0.6B"
     assert {key: args.get(key) for key in Qwen3YesNo.engine_args} == dict(Qwen3YesNo.engine_args)
 

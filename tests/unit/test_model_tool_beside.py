@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from reranker_model.beside import Beside, step_name
 from reranker_model.cli import main
-from reranker_model.variant import STEPS, read_config
+from reranker_model.repository import STEPS, read_config
 from tests.support.triton_server import ROOT
 
 REPOSITORY = ROOT / "model_repository"

@@ -15,8 +15,7 @@ import pytest
 from python_backends.calibrate.step import bound_profile
 from python_backends.contract import RequestLimits
 from reranker_model.cli import main
-from reranker_model.offline import model_config_dict
-from reranker_model.variant import STEPS, read_config
+from reranker_model.repository import STEPS, config_dict, read_config, variant_file
 from tests.support.tiny_models import session_models
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +76,7 @@ def test_add_with_a_sample_picks_max_model_len_and_binds_a_first_unfitted_profil
                          "max_model_len 128 (the model's limit): 15.0% of the sample truncated"]
     assert lines[2].startswith("weights: ") and lines[-1] == (
         "serve it: tritonserver --model-config-name=tiny-bert (scripts/start_server.sh --model-config-name=tiny-bert)")
-    pre, engine, calibrate = (model_config_dict(repository / step / "configs" / "tiny-bert.pbtxt") for step in STEPS)
+    pre, engine, calibrate = (config_dict(variant_file(repository, step, "tiny-bert")) for step in STEPS)
     args = json.loads(engine["parameters"]["engine_args"]["string_value"])
     assert RequestLimits.from_model_config(pre).max_model_len == args["max_model_len"] == 128
     assert (args["model"], args["runner"]) == (str(tiny["bert"]), "pooling")
