@@ -23,7 +23,7 @@ import pytest
 
 from tests.support.shared_memory import LEDGER
 from tests.support.shared_server import SHARED_SERVER_ENV, attach
-from tests.support.triton_server import RunningServer, start_server, stop_server
+from tests.support.triton_server import RunningServer, start_test_server, stop_server
 
 
 # The order files go out in. scripts/test.sh hands files to its two workers in collection order
@@ -37,7 +37,6 @@ WHILE_SERVERS_LOAD = "tests/unit/"
 LONGEST = (
     "tests/engine/test_vllm_engine.py",
     "tests/integration/test_lifecycle.py",
-    "tests/integration/test_long_documents.py",
     "tests/client/test_client.py",
     "tests/integration/test_reranker.py",
 )
@@ -59,12 +58,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """The run's shared server when scripts/test.sh started one (tests/support/shared_server.py), else a server of
-    this test process's own."""
+    this test process's own; either serves the default model repository and the window-mode ensemble beside it."""
     shared = os.environ.get(SHARED_SERVER_ENV)
     if shared:
         yield attach(Path(shared))
         return
-    running = start_server(tmp_path_factory.mktemp("triton") / "server.log")
+    running = start_test_server(tmp_path_factory.mktemp("triton") / "server.log")
     yield running
     stop_server(running)
 

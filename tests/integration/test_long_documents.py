@@ -3,13 +3,12 @@ missed when cut; both modes report it in TRUNCATED."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from reranker_client import RerankClient
-from tests.support.triton_server import TEST_VARIANT, RunningServer, copy_repository, start_server, stop_server, stub_pids
+from tests.support.triton_server import WINDOW_ENSEMBLE, stub_pids
 
 QUERY = "What is the capital of France?"
 FILLER = "The committee reviewed the quarterly budget figures and scheduled another meeting. " * 40  # ~560 tokens
@@ -17,20 +16,10 @@ LONG_WITH_ANSWER_AT_THE_END = FILLER + "Paris is the capital and largest city of
 OFF_TOPIC = "Bananas are a good source of potassium and are eaten all over the world."
 
 
-@pytest.fixture(scope="module")
-def window_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    root = tmp_path_factory.mktemp("window")
-    repo = copy_repository(root / "model_repository", {("rerank_preprocess", "long_documents"): "window"})
-    running = start_server(root / "server.log", model_repository=repo,
-                           extra_args=(f"--model-config-name={TEST_VARIANT}",))
-    yield running
-    stop_server(running)
-
-
-def test_window_mode_finds_the_answer_past_the_limit_that_truncation_misses(server, window_server):
+def test_window_mode_finds_the_answer_past_the_limit_that_truncation_misses(server):
     documents = [OFF_TOPIC, LONG_WITH_ANSWER_AT_THE_END]
     cut = RerankClient(server.grpc_url).rerank(QUERY, documents)
-    windowed = RerankClient(window_server.grpc_url).rerank(QUERY, documents)
+    windowed = RerankClient(server.grpc_url, model_name=WINDOW_ENSEMBLE).rerank(QUERY, documents)
     assert cut.truncated == windowed.truncated == 1
     assert windowed.results[0].index == 1
     assert windowed.raw_scores[1] > cut.raw_scores[1] + 0.3  # the window holding the answer wins

@@ -5,7 +5,8 @@ scripts/test.sh starts this keeper before pytest and keeps a pipe to its stdin o
 
     python -m tests.support.shared_server build/test-run/server.json
 
-It starts the server (tests.support.triton_server.start_server), writes what a test needs to reach it to the JSON
+It starts the server (tests.support.triton_server.start_test_server: the default model repository, and beside it
+the window-mode ensemble of window_repository), writes what a test needs to reach it to the JSON
 file (renamed into place whole), and stops it with stop_server when the pipe closes: at the end of the run, or when
 test.sh dies. A start that fails writes {"error": ...} instead, so the tests that wait for the file fail with the
 reason at once. The `server` fixture (tests/conftest.py) reads the file named by SHARED_SERVER_ENV.
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 from tests.support.shared_memory import LEDGER
-from tests.support.triton_server import START_TIMEOUT_S, RunningServer, start_server, stop_server
+from tests.support.triton_server import START_TIMEOUT_S, RunningServer, start_test_server, stop_server
 
 SHARED_SERVER_ENV = "RERANKER_TEST_SERVER"
 FIELDS = ("http_url", "grpc_url", "metrics_url", "admin_key")
@@ -52,7 +53,7 @@ def main(argv: list[str]) -> int:
     path.unlink(missing_ok=True)
     LEDGER.start()
     try:
-        server = start_server(path.parent / "shared-server.log")
+        server = start_test_server(path.parent / "shared-server.log")
     except Exception as exc:  # noqa: BLE001 - the tests report it
         _write(path, {"error": str(exc)})
         print(f"shared server: did not start: {exc}", file=sys.stderr)

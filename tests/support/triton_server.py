@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -14,6 +15,10 @@ from pathlib import Path
 
 from python_backends.engine.orphan_guard import alive, start_time
 from reranker_client import RerankClient
+from reranker_model.repository import (
+    ENSEMBLE, PREPROCESS, REPOSITORY, config_path, copy_with_variant, read_config, set_parameters, variant_file,
+    write_config,
+)
 from tests.support.loading import one_load_at_a_time
 from tests.support.shared_memory import LEDGER
 from tools.local_server import free_port, http_ok
@@ -188,28 +193,39 @@ def stub_pids(server: RunningServer, model: str) -> list[int]:
 
 def copy_repository(destination: Path, parameters: dict[tuple[str, str], str] | None = None,
                     variant: str = TEST_VARIANT) -> Path:
-    """A copy of model_repository/ where each model with a changed string parameter ({(model, key): value}) gets
-    `configs/<variant>.pbtxt`: its config.pbtxt parsed and re-serialized by protobuf text_format with the new values.
-    Start the server on it with `--model-config-name=<variant>` (models without the file keep config.pbtxt)."""
-    import shutil
+    """A copy of model_repository/ where each model has `configs/<variant>.pbtxt`: its config.pbtxt with the changed
+    string parameters ({(model, key): value}). Start the server on it with `--model-config-name=<variant>`."""
+    return copy_with_variant(destination, variant, parameters=parameters)
 
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
 
-    shutil.copytree(ROOT / "model_repository", destination)
-    changed: dict[str, dict[str, str]] = {}
-    for (model, key), value in (parameters or {}).items():
-        changed.setdefault(model, {})[key] = value
-    for model, values in changed.items():
-        config = model_config_pb2.ModelConfig()
-        text_format.Parse((destination / model / "config.pbtxt").read_text(), config)
-        for key, value in values.items():
-            if key not in config.parameters:
-                raise KeyError(f"{model} has no parameter {key!r}")
-            config.parameters[key].string_value = value
-        (destination / model / "configs").mkdir(exist_ok=True)
-        (destination / model / "configs" / f"{variant}.pbtxt").write_text(text_format.MessageToString(config))
-    return destination
+WINDOW_ENSEMBLE = "reranker_window"
+
+
+def window_repository(folder: Path) -> Path:
+    """A second model repository for the shared test server: `reranker_window`, the default ensemble with its
+    preprocess step in window mode (`rerank_preprocess_window`, rerank_preprocess's config and model.py with
+    long_documents "window"), sharing the server's engine and calibrate step. A test of window mode sends requests
+    to it instead of starting a server of its own."""
+    preprocess = read_config(config_path(REPOSITORY, PREPROCESS))
+    preprocess.name = f"{PREPROCESS}_window"
+    set_parameters(preprocess, {"long_documents": "window"})
+    write_config(variant_file(folder, preprocess.name), preprocess)
+    (folder / preprocess.name / "1").mkdir(exist_ok=True)
+    shutil.copyfile(REPOSITORY / PREPROCESS / "1" / "model.py", folder / preprocess.name / "1" / "model.py")
+    ensemble = read_config(config_path(REPOSITORY, ENSEMBLE))
+    ensemble.name = WINDOW_ENSEMBLE
+    for step in ensemble.ensemble_scheduling.step:
+        if step.model_name == PREPROCESS:
+            step.model_name = preprocess.name
+    write_config(variant_file(folder, WINDOW_ENSEMBLE), ensemble)
+    (folder / WINDOW_ENSEMBLE / "1").mkdir(exist_ok=True)  # an ensemble needs a version folder
+    return folder
+
+
+def start_test_server(log_path: Path) -> RunningServer:
+    """A server on the default model repository and the window repository beside it (the shared test server)."""
+    window = window_repository(log_path.parent / "window_repository")
+    return start_server(log_path, extra_args=(f"--model-repository={window}",))
 
 
 # The probe pair of the fault and lifecycle tests: the relevant document is sent second, so a right answer is [1, 0].
