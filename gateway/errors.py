@@ -18,7 +18,7 @@ import logging
 from http import HTTPStatus
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -26,8 +26,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import overloaded, timed_out
+from python_backends.contract import ErrorKind
+from python_backends.errors import InvalidRequest
 from reranker_client import CalibrationChangedError, is_retryable
+from reranker_client.server_errors import read_error
+
+if TYPE_CHECKING:
+    from .limits import Fields
 
 log = logging.getLogger("gateway")
 
@@ -118,23 +123,31 @@ def _server_error(kind: str, error: BaseException) -> ApiError:
     return ApiError(kind, FIXED_MESSAGES[kind])
 
 
-def triton_error(error: Exception) -> ApiError:
+# The gateway's kind for each kind of server error (python_backends.contract.ErrorKind).
+SERVER_KINDS = {
+    ErrorKind.INVALID: "invalid",
+    ErrorKind.OVERLOADED: "overloaded",
+    ErrorKind.DEADLINE: "timeout",
+    ErrorKind.CANCELLED: "unavailable",
+    ErrorKind.ENGINE_DEAD: "unavailable",
+    ErrorKind.UNAVAILABLE: "unavailable",
+    ErrorKind.NOT_LOADED: "unavailable",
+    ErrorKind.INTERNAL: "backend",
+}
+
+
+def triton_error(error: Exception, names: Fields | None = None) -> ApiError:
     """The ApiError for an exception raised by the client while talking to Triton; only a refusal of the
-    request (`invalid`) keeps the server's words, which the caller then gets in its own field names."""
+    request (`invalid`) keeps the server's words, in the caller's field names when `names` are given."""
     if isinstance(error, InferenceServerException):
-        status, message = str(error.status()), error.message() or str(error)
-        if status in ("StatusCode.INVALID_ARGUMENT", "400"):
-            return ApiError("invalid", message)
-        if status in ("StatusCode.DEADLINE_EXCEEDED", "504") or timed_out(message):
-            return _server_error("timeout", error)
-        if overloaded(message):
-            return _server_error("overloaded", error)
-        if is_retryable(error) or status in ("StatusCode.NOT_FOUND", "StatusCode.CANCELLED"):
-            # NOT_FOUND: the model is not loaded (yet, or any more)
-            return _server_error("unavailable", error)
-        return _server_error("backend", error)
+        read = read_error(error)
+        if read.kind is ErrorKind.INVALID:
+            return names.caller_error(read) if names is not None else ApiError("invalid", read.text)
+        return _server_error(SERVER_KINDS[read.kind], error)
     if isinstance(error, CalibrationChangedError) or is_retryable(error):
         return _server_error("unavailable", error)
+    if isinstance(error, InvalidRequest) and names is not None:  # the client's check of the contract (TOP_N)
+        return names.caller_error(error.server_error())
     if isinstance(error, (ValueError, TypeError)):  # the client's own checks (top_n, INT32 range)
         return ApiError("invalid", str(error))
     log.exception("unexpected error while calling Triton")

@@ -9,12 +9,11 @@ documents (none, too many, each one's size), then the instruction's size. The se
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from python_backends import contract
-from python_backends.contract import RequestLimits
+from python_backends.contract import RequestLimits, ServerError
 
 from .errors import ApiError
 
@@ -31,10 +30,18 @@ class Fields:
     def document(self, i: int) -> str:
         return f"{self.documents}[{i if self.positions is None else self.positions[i]}]"
 
-    def tensor(self, name: str, index: str | None) -> str:
+    def tensor(self, name: str, index: int | None = None) -> str:
         if name == contract.DOCUMENTS:
-            return self.documents if index is None else self.document(int(index))
+            return self.documents if index is None else self.document(index)
         return {contract.QUERY: self.query}.get(name, name.lower())  # INSTRUCTION, TOP_N, MAX_TOKENS_PER_DOC
+
+    def caller_error(self, error: ServerError) -> ApiError:
+        """The server's refusal of a request (`DOCUMENTS[1] is empty: ...`) in the caller's words (`texts[1] is
+        empty: ...`), with `param` the field it is about."""
+        if error.field is None:
+            return ApiError("invalid", error.text)
+        name = self.tensor(error.field, error.index)
+        return ApiError("invalid", name + error.detail, param=name)
 
 
 RERANK_FIELDS = Fields()  # Cohere, vLLM, Jina
@@ -64,20 +71,3 @@ def check_call(query: str, texts: Sequence[str], instruction: str | None, limits
             raise error
     if instruction is not None and (error := _too_large("instruction", instruction, limits.max_query_bytes)):
         raise error
-
-
-_ENSEMBLE_PREFIX = re.compile(r"^in ensemble '[^']*', ")
-_TENSOR = re.compile(rf"\b({'|'.join(t.name for t in contract.INPUTS)})(?:\[(\d+)\])?")
-
-
-def in_caller_words(message: str, names: Fields) -> ApiError:
-    """The server's refusal of a request (`DOCUMENTS[1] is empty: ...`) as the caller's (`texts[1] is empty:
-    ...`), with `param` the first field it names."""
-    named: list[str] = []
-
-    def rename(match: re.Match[str]) -> str:
-        named.append(names.tensor(match.group(1), match.group(2)))
-        return named[-1]
-
-    text = _TENSOR.sub(rename, _ENSEMBLE_PREFIX.sub("", message))
-    return ApiError("invalid", text, param=named[0] if named else None)

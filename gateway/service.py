@@ -12,7 +12,7 @@ from python_backends.contract import INT32_MAX, RequestLimits
 from reranker_client import AsyncRerankClient, CalibrationChangedError, RerankResponse
 
 from .errors import ApiError, shown, triton_error
-from .limits import RERANK_FIELDS, Fields, check_call, in_caller_words
+from .limits import RERANK_FIELDS, Fields, check_call
 from .models import TritonModels
 from .settings import Settings
 from .shadow import Shadow, ShadowCall
@@ -106,10 +106,7 @@ class Reranker:
         try:
             response = await self._rerank(call, top_n, return_documents)
         except Exception as error:
-            api_error = triton_error(error)
-            if api_error.kind == "invalid":
-                raise in_caller_words(api_error.message, call.names) from error
-            raise api_error from error
+            raise triton_error(error, call.names) from error
         if self.shadow is not None and self.settings.triton_name(call.model or self.settings.triton_model) == self.settings.triton_model:
             self.shadow.offer(ShadowCall(call.query, call.texts, call.instruction, call.max_tokens_per_doc, response))
         return response

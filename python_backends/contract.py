@@ -10,36 +10,107 @@ ModelConfig). Standard library only: the locust image imports it without numpy.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from typing import Any
 
-from .errors import InvalidRequest
 
 MODEL_NAME = "reranker"  # the ensemble clients call
 LIMITS_MODEL_NAME = "rerank_preprocess"  # the step whose config.pbtxt parameters hold the request limits
 
-# A request's deadline is its Triton `timeout` (microseconds; tritonclient's `infer(timeout=...)`), which the ensemble
-# passes to every step. When it runs out on the server the answer is UNAVAILABLE with one of these: Triton's own for a
-# request still in a step's queue, the engine step's for one whose work it aborted. Never worth a retry.
+# What went wrong with a request travels with its error, in one form every reader shares (`server_error`): Triton's
+# status where it tells enough, and where it does not, a tag that opens the message, `[kind]` or `[kind FIELD]`
+# (`[invalid DOCUMENTS[3]] DOCUMENTS[3] is 70000 bytes, ...`). Triton's ensemble puts its own words before a step's
+# message ("in ensemble 'reranker', "), never inside it, so the tag survives. The steps write the tag
+# (python_backends.errors); the client, the gateway and the health check read it here and nowhere else.
+
+
+class ErrorKind(str, Enum):
+    """The kinds of failed request, from the caller's side."""
+
+    INVALID = "invalid"  # the request breaks the contract or a limit: the caller's to fix; names its input
+    OVERLOADED = "overloaded"  # the server is too busy for it now: worth a later retry
+    DEADLINE = "deadline"  # the request's own timeout ran out on the server: never worth a retry
+    CANCELLED = "cancelled"  # its client left
+    ENGINE_DEAD = "engine_dead"  # the engine's process died: this server fails every request until it is reloaded
+    UNAVAILABLE = "unavailable"  # the server cannot take requests now (starting, stopping, unreachable)
+    NOT_LOADED = "not_loaded"  # the model is not loaded (yet, or any more)
+    INTERNAL = "internal"  # the server's own fault
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request may be answered if sent again (here, later or by another replica)."""
+        return self in (ErrorKind.OVERLOADED, ErrorKind.ENGINE_DEAD, ErrorKind.UNAVAILABLE)
+
+
+# Triton's own words where its status alone does not tell the kind: a request whose timeout ran out in a step's
+# queue, a full queue (a configured max_queue_size), a Python model whose stub process died.
 QUEUE_TIMEOUT = "Request timeout expired"
-ENGINE_TIMEOUT = "the request's timeout passed"
-
-
-def timed_out(message: str) -> bool:
-    """Whether a server's error message says the request's own timeout ran out (not a fault of the server's)."""
-    return QUEUE_TIMEOUT in message or ENGINE_TIMEOUT in message
-
-
-# How a step's refusal of work past its budget ends (python_backends.errors.Overloaded; preprocess's work budget, the
-# engine's waiting bound), and Triton's own refusal when a configured max_queue_size is full: the server is busy.
-RETRY_LATER = "): retry later"
 QUEUE_FULL = "Exceeds maximum queue size"
+STUB_DEAD = re.compile(r"Stub process '[^']*' is not healthy")
+_ENSEMBLE_PREFIX = re.compile(r"^(?:in ensemble '[^']*', )+")
+_TAG = re.compile(rf"^\[({'|'.join(kind.value for kind in ErrorKind)})(?: ([A-Z_]+)(?:\[(\d+)\])?)?\] ")
 
 
-def overloaded(message: str) -> bool:
-    """Whether a server's error message says it refused the request for being too busy (worth a later retry)."""
-    return RETRY_LATER in message or QUEUE_FULL in message
+@dataclass(frozen=True)
+class ServerError:
+    """A server's error as its kind, the input it is about and its text (without Triton's ensemble prefix and the
+    tag). For an input error `text` starts with the input's name (`field`): `DOCUMENTS[3] is empty: ...`."""
+
+    kind: ErrorKind
+    text: str
+    field: str | None = None  # a tensor name
+    index: int | None = None  # which document, for DOCUMENTS
+
+    @property
+    def field_name(self) -> str | None:
+        """The input as the message names it: `DOCUMENTS[3]`, `QUERY`."""
+        if self.field is None:
+            return None
+        return self.field if self.index is None else f"{self.field}[{self.index}]"
+
+    @property
+    def detail(self) -> str:
+        """The text after the input's name (all of it when the error names none)."""
+        name = self.field_name
+        return self.text[len(name):] if name is not None else self.text
+
+    def message(self) -> str:
+        """The wire form, tag first: what a step answers and `server_error` reads back."""
+        return f"[{self.kind.value}{'' if self.field is None else ' ' + self.field_name}] {self.text}"
+
+    def moved(self, offset: int) -> ServerError:
+        """The same error about document `index + offset` (a chunk's error in the caller's numbering)."""
+        if self.index is None or offset == 0:
+            return self
+        index = self.index + offset
+        return ServerError(self.kind, f"{self.field}[{index}]{self.detail}", self.field, index)
+
+
+def server_error(status: str, message: str) -> ServerError:
+    """The one reading of a failed request's status (gRPC `StatusCode.X` or HTTP code, as tritonclient reports it)
+    and message: a step's tag says the kind; otherwise Triton's status does, and its own words where the status is
+    shared (UNAVAILABLE: a queue timeout, a full queue or a dead stub)."""
+    message = _ENSEMBLE_PREFIX.sub("", message)
+    if tag := _TAG.match(message):
+        kind, field, index = tag.groups()
+        return ServerError(ErrorKind(kind), message[tag.end():], field, None if index is None else int(index))
+    if status in ("StatusCode.INVALID_ARGUMENT", "400"):
+        return ServerError(ErrorKind.INVALID, message)
+    if QUEUE_TIMEOUT in message or status in ("StatusCode.DEADLINE_EXCEEDED", "504"):
+        return ServerError(ErrorKind.DEADLINE, message)
+    if QUEUE_FULL in message:
+        return ServerError(ErrorKind.OVERLOADED, message)
+    if status in ("StatusCode.CANCELLED", "499"):
+        return ServerError(ErrorKind.CANCELLED, message)
+    if status in ("StatusCode.NOT_FOUND", "404"):
+        return ServerError(ErrorKind.NOT_LOADED, message)
+    if status in ("StatusCode.UNAVAILABLE", "503"):
+        return ServerError(ErrorKind.ENGINE_DEAD if STUB_DEAD.search(message) else ErrorKind.UNAVAILABLE, message)
+    return ServerError(ErrorKind.INTERNAL, message)
+
 
 # Tensor names
 QUERY = "QUERY"
@@ -124,8 +195,10 @@ class RequestLimits:
 def ranking_length(top_n: int | None, n_documents: int) -> int:
     """TOP_N's one rule, for the steps, the client and the gateway: absent means every document, otherwise
     1 <= TOP_N <= N. Returns the length of RANKING."""
+    from .errors import InvalidRequest  # errors reads this module's ErrorKind
+
     if top_n is None:
         return n_documents
     if not 1 <= top_n <= n_documents:
-        raise InvalidRequest(f"TOP_N must be between 1 and the number of documents ({n_documents}), got {top_n}")
+        raise InvalidRequest(f"TOP_N must be between 1 and the number of documents ({n_documents}), got {top_n}", TOP_N)
     return top_n

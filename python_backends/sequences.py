@@ -59,9 +59,10 @@ class SequenceBatch:
     def _check_lengths(self, limits: EngineLimits) -> None:
         count = self.lengths.shape[0]
         if count == 0 or count > limits.max_sequences:
-            raise InvalidRequest(f"SEQUENCE_LENGTHS: {count} sequences, expected 1..{limits.max_sequences}")
+            raise InvalidRequest(f"SEQUENCE_LENGTHS: {count} sequences, expected 1..{limits.max_sequences}", "SEQUENCE_LENGTHS")
         if self.documents.shape[0] != count:
-            raise InvalidRequest(f"SEQUENCE_DOCUMENTS has {self.documents.shape[0]} entries for {count} sequences")
+            raise InvalidRequest(f"SEQUENCE_DOCUMENTS has {self.documents.shape[0]} entries for {count} sequences",
+                                 "SEQUENCE_DOCUMENTS")
         shortest, longest = int(self.lengths.min()), int(self.lengths.max())
         if shortest < 1 or longest > limits.max_model_len:
             raise InvalidRequest(
@@ -78,13 +79,15 @@ class SequenceBatch:
     def _check_tokens(self, limits: EngineLimits) -> None:
         low, high = int(self.token_ids.min()), int(self.token_ids.max())
         if low < 0 or high >= limits.vocab_size:
-            raise InvalidRequest(f"TOKEN_IDS: ids must be in 0..{limits.vocab_size - 1} (vocabulary), got {low}..{high}")
+            raise InvalidRequest(f"TOKEN_IDS: ids must be in 0..{limits.vocab_size - 1} (vocabulary), got {low}..{high}",
+                                 "TOKEN_IDS")
         if not np.isin(self.token_type_ids, (0, 1)).all():
-            raise InvalidRequest("TOKEN_TYPE_IDS: values must be 0 or 1")
+            raise InvalidRequest("TOKEN_TYPE_IDS: values must be 0 or 1", "TOKEN_TYPE_IDS")
         # Types may only fall from 1 back to 0 where a new sequence starts: segment A (0) precedes B (1).
         falls = np.flatnonzero(np.diff(self.token_type_ids) < 0) + 1
         if not np.isin(falls, np.cumsum(self.lengths)[:-1]).all():
-            raise InvalidRequest("TOKEN_TYPE_IDS: within a sequence, segment A (0) must precede segment B (1)")
+            raise InvalidRequest("TOKEN_TYPE_IDS: within a sequence, segment A (0) must precede segment B (1)",
+                                 "TOKEN_TYPE_IDS")
 
     def _check_documents(self, limits: EngineLimits) -> None:
         owners = self.documents
@@ -92,14 +95,15 @@ class SequenceBatch:
         expected_queries = [0] if limits.query_row else []
         if queries.tolist() != expected_queries:
             where = "exactly one, the first sequence" if limits.query_row else "none"
-            raise InvalidRequest(f"SEQUENCE_DOCUMENTS: query rows (-1) must be {where} for this model")
+            raise InvalidRequest(f"SEQUENCE_DOCUMENTS: query rows (-1) must be {where} for this model", "SEQUENCE_DOCUMENTS")
         docs = owners[owners != QUERY_ROW]
         if docs.size == 0 or int(docs.min()) < 0:
-            raise InvalidRequest("SEQUENCE_DOCUMENTS: document indices must be >= 0 and at least one is needed")
+            raise InvalidRequest("SEQUENCE_DOCUMENTS: document indices must be >= 0 and at least one is needed",
+                                 "SEQUENCE_DOCUMENTS")
         # Every index 0..D-1 owns a sequence, so D <= the number of sequences: a few bytes cannot ask for
         # millions of documents.
         if np.unique(docs).shape[0] != int(docs.max()) + 1:
-            raise InvalidRequest("SEQUENCE_DOCUMENTS: document indices must cover 0..D-1 without gaps")
+            raise InvalidRequest("SEQUENCE_DOCUMENTS: document indices must cover 0..D-1 without gaps", "SEQUENCE_DOCUMENTS")
 
     def tensors(self) -> dict[str, np.ndarray]:
         """The four tensors of one Triton request, each [1, n], by their names in TENSORS."""
@@ -131,5 +135,5 @@ class SequenceBatch:
 
 def _one_row(name: str, array: np.ndarray) -> np.ndarray:
     if array.ndim != 2 or array.shape[0] != 1:
-        raise InvalidRequest(f"{name}: expected shape [1, n], got {list(array.shape)}")
+        raise InvalidRequest(f"{name}: expected shape [1, n], got {list(array.shape)}", name)
     return array[0]

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidRequest, Overloaded
+from .contract import ErrorKind, ServerError
+from .errors import InvalidRequest, StepError
 
 log = logging.getLogger(__name__)
 
@@ -26,21 +27,32 @@ def input_array(pb_utils: Any, request: Any, name: str) -> np.ndarray | None:
 def required_array(pb_utils: Any, request: Any, name: str) -> np.ndarray:
     array = input_array(pb_utils, request, name)
     if array is None:
-        raise InvalidRequest(f"input tensor {name} is missing")
+        raise InvalidRequest(f"{name} is missing: the request has no input tensor {name}", name)
     return array
 
 
-def error_response(pb_utils: Any, exc: Exception) -> Any:
-    """Bad input is the client's to fix (INVALID_ARG); a spent work budget is a retry-later (UNAVAILABLE, what
-    Triton's own queue limits answer); anything else is ours (INTERNAL), logged with its trace."""
-    if isinstance(exc, InvalidRequest):
-        return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG))
-    if isinstance(exc, Overloaded):
-        return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.UNAVAILABLE))
-    log.exception("request failed")
-    return pb_utils.InferenceResponse(
-        error=pb_utils.TritonError(f"internal error: {type(exc).__name__}: {exc}", pb_utils.TritonError.INTERNAL)
-    )
+# The Triton status of each kind a step answers with; UNAVAILABLE is what Triton's own queue limits and timeouts
+# answer, so a caller tells a step's overload, deadline or dead engine apart by the message's tag alone.
+STATUS = {
+    ErrorKind.INVALID: "INVALID_ARG",
+    ErrorKind.OVERLOADED: "UNAVAILABLE",
+    ErrorKind.DEADLINE: "UNAVAILABLE",
+    ErrorKind.CANCELLED: "CANCELLED",
+    ErrorKind.ENGINE_DEAD: "UNAVAILABLE",
+}
+
+
+def error_response(pb_utils: Any, exc: BaseException) -> Any:
+    """A failed request's response: a step's error with its kind's status and tag; anything else is ours
+    (INTERNAL), logged with its trace."""
+    errors = pb_utils.TritonError
+    if isinstance(exc, StepError):
+        # CANCELLED is missing from the TritonError of older python backends
+        status = getattr(errors, STATUS[exc.kind], errors.UNAVAILABLE)
+        return pb_utils.InferenceResponse(error=errors(exc.server_error().message(), status))
+    log.error("request failed", exc_info=exc)
+    internal = ServerError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+    return pb_utils.InferenceResponse(error=errors(internal.message(), errors.INTERNAL))
 
 
 def respond(pb_utils: Any, handler: Callable[[Any], dict[str, np.ndarray]], request: Any,

@@ -13,9 +13,10 @@ import sys
 
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import timed_out
+from python_backends.contract import ErrorKind
 
 from .client import RerankClient
+from .server_errors import read_error
 
 QUERY = "What is the capital of France?"
 DOCUMENTS = ("Bananas are a good source of potassium.", "Paris is the capital and largest city of France.")
@@ -29,7 +30,7 @@ def check(url: str, protocol: str = "grpc", timeout_s: float = 10.0, busy_is_hea
     try:
         response = client.rerank(QUERY, list(DOCUMENTS))
     except InferenceServerException as exc:
-        if busy_is_healthy and ("DEADLINE_EXCEEDED" in str(exc.status()) or timed_out(exc.message() or "")):
+        if busy_is_healthy and read_error(exc).kind is ErrorKind.DEADLINE:
             return None
         return f"rerank request failed: {exc}"
     except OSError as exc:

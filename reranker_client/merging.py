@@ -3,27 +3,20 @@ document numbering."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from python_backends import contract
-
 from .planning import RerankPlan
+from .server_errors import read_error, with_error
 from .results import RerankResponse, make_response
 from .wire import ParsedResponse
 
-_DOCUMENT_INDEX = re.compile(rf"{contract.DOCUMENTS}\[(\d+)\]")
-
-
 def rebase_error(error: InferenceServerException, offset: int) -> InferenceServerException:
-    """A chunk's error with its DOCUMENTS[i] indices turned into the caller's (i + offset)."""
-    if offset == 0:
-        return error
-    message = _DOCUMENT_INDEX.sub(lambda m: f"{contract.DOCUMENTS}[{int(m.group(1)) + offset}]", error.message() or "")
-    return InferenceServerException(msg=message, status=error.status(), debug_details=error.debug_details())
+    """A chunk's error about DOCUMENTS[i] as the caller's DOCUMENTS[i + offset]."""
+    read = read_error(error)
+    return error if read.index is None or offset == 0 else with_error(error, read.moved(offset))
 
 
 class CalibrationChangedError(RuntimeError):

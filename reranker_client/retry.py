@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import overloaded, timed_out
+from .server_errors import read_error
 
 try:  # the HTTP clients' transport errors; aiohttp comes with tritonclient[http]
     import aiohttp
@@ -20,22 +20,15 @@ try:  # the HTTP clients' transport errors; aiohttp comes with tritonclient[http
 except ImportError:  # pragma: no cover
     _TRANSPORT_ERRORS = (ConnectionError,)
 
-RETRYABLE_STATUSES = frozenset({"StatusCode.UNAVAILABLE", "503"})
 T = TypeVar("T")
 
 
 def is_retryable(error: BaseException) -> bool:
-    """UNAVAILABLE (gRPC), 503 (HTTP), a server too busy for it (python_backends.contract.overloaded), or a connection that could not be made or was dropped.
-
-    Never INVALID_ARGUMENT / 400: the same request would get the same answer.
-    """
+    """A server's error whose kind may be answered if sent again (python_backends.contract.ErrorKind.retryable: too
+    busy, not ready, its engine dead), or a connection that could not be made or was dropped. Never an invalid
+    request (the same request gets the same answer) nor one whose own deadline passed on the server."""
     if isinstance(error, InferenceServerException):
-        status = str(error.status())
-        if status in ("StatusCode.INVALID_ARGUMENT", "400"):
-            return False
-        if timed_out(error.message() or ""):
-            return False  # the request's own timeout ran out on the server: its deadline has passed
-        return status in RETRYABLE_STATUSES or overloaded(error.message() or "")
+        return read_error(error).kind.retryable
     return isinstance(error, _TRANSPORT_ERRORS)
 
 

@@ -13,7 +13,6 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from ..contract import RETRY_LATER
 from ..errors import Overloaded
 
 CANCEL_POLL_S = 0.25  # how often a request in flight or waiting for room looks at its deadline and its client
@@ -73,7 +72,7 @@ class InflightBudget:
                 return None
             if self.waiting and self.waiting + tokens > self.waiting_limit:
                 raise Overloaded(f"rerank_engine is over its waiting bound ({self.waiting} tokens wait for vLLM, "
-                                 f"this request has {tokens}, the bound is {self.waiting_limit}{RETRY_LATER}")
+                                 f"this request has {tokens}, the bound is {self.waiting_limit}): retry later")
             self.waiting += tokens
             line.append(place := Place(tokens))
             return place

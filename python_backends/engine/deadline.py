@@ -14,19 +14,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..contract import ENGINE_TIMEOUT
+from ..contract import ErrorKind
+from ..errors import StepError
 
 
-class DeadlineExceeded(RuntimeError):
+class DeadlineExceeded(StepError, RuntimeError):
     """The request's timeout passed before it was answered; its work in vLLM was aborted (UNAVAILABLE, as Triton
     answers a request whose timeout passes in its queue)."""
 
+    kind = ErrorKind.DEADLINE
     reason = "deadline"  # its label in reranker_rejected_requests_total and reranker_engine_requests_total
 
 
-class ClientGone(RuntimeError):
+class ClientGone(StepError, RuntimeError):
     """Triton reports the request cancelled: its client left (CANCELLED)."""
 
+    kind = ErrorKind.CANCELLED
     reason = "cancelled"
 
 
@@ -44,7 +47,7 @@ class Deadline:
     def check(self) -> None:
         """Raise `DeadlineExceeded` or `ClientGone` once the answer is no longer wanted."""
         if self.timeout_s is not None and time.monotonic() - self.received >= self.timeout_s:
-            raise DeadlineExceeded(f"{ENGINE_TIMEOUT} in rerank_engine ({self.timeout_s * 1000:.0f} ms); its work "
+            raise DeadlineExceeded(f"the request's timeout passed in rerank_engine ({self.timeout_s * 1000:.0f} ms); its work "
                                    "was aborted")
         if self.is_cancelled():
             raise ClientGone("request cancelled: its client left")

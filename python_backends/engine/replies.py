@@ -20,20 +20,14 @@ import numpy as np
 from ..triton_io import error_response
 from .metrics import EngineMetrics
 from .deadline import ClientGone, DeadlineExceeded
-from .step import EngineDead
 
 REPORT_S = 1.0  # how often an idle reply thread reports what vLLM holds
 IDLE = object()
 
 
 def engine_error(pb_utils: Any, exc: BaseException) -> Any:
-    """The response for a failed request: one Triton status per kind of failure."""
-    errors = pb_utils.TritonError
-    if isinstance(exc, (ClientGone, CancelledError)):
-        return pb_utils.InferenceResponse(error=errors("request cancelled", getattr(errors, "CANCELLED", errors.UNAVAILABLE)))
-    if isinstance(exc, (EngineDead, DeadlineExceeded)):
-        return pb_utils.InferenceResponse(error=errors(str(exc), errors.UNAVAILABLE))
-    return error_response(pb_utils, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+    """The response for a failed request; a future cancelled by the engine step is a cancelled request."""
+    return error_response(pb_utils, ClientGone("request cancelled") if isinstance(exc, CancelledError) else exc)
 
 
 def outcome(exc: BaseException | None) -> str:

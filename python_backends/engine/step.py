@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from ..contract import ErrorKind
+from ..errors import StepError
 from ..families import detect_model
 from ..model_source import resolve_model, verify_sha256
 from ..sequences import EngineLimits, SequenceBatch
@@ -41,9 +43,10 @@ SHUTDOWN_GRACE_S = 20.0  # how long vLLM's engine core may take to exit before i
 HEALTH_POLL_S = 1.0  # how often the watchdog looks for a dead engine when no request would notice
 
 
-class EngineDead(RuntimeError):
+class EngineDead(StepError, RuntimeError):
     """vLLM's engine core has died; every request now fails until the model is loaded again."""
 
+    kind = ErrorKind.ENGINE_DEAD
     reason = "engine_dead"  # its label in reranker_rejected_requests_total when it refuses a request
 
 

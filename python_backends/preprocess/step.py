@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract import RETRY_LATER, RequestLimits
+from ..contract import RequestLimits
 from ..errors import InvalidRequest, Overloaded
 from ..sequences import SequenceBatch
 from .request import RequestTensors, RerankRequest, document_sizes, empty_text_error, parse_request, request_cap
@@ -71,7 +71,7 @@ class Admission:
             if self.spent and self.budget is not None and self.spent + cost > self.budget:
                 return Overloaded(
                     f"preprocess is over its work budget ({self.spent} of {self.budget} document tokens in flight, "
-                    f"this request needs up to {cost}{RETRY_LATER}"
+                    f"this request needs up to {cost}): retry later"
                 )
             self.spent += cost
             return None
@@ -108,7 +108,7 @@ class Preprocessor:
         try:
             encoded = self.encoder.encode(request.query, request.documents, request.instruction, request.max_tokens_per_doc)
         except QueryTooLongError as exc:
-            raise InvalidRequest(f"QUERY: {exc}") from None
+            raise InvalidRequest(f"QUERY: {exc}", "QUERY") from None
         except EmptyTextError as exc:
             raise empty_text_error(exc.name) from None
         flat_ids = _flat(encoded.token_ids)

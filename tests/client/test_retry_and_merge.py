@@ -237,10 +237,13 @@ def test_merge_refuses_mixed_calibration_profiles():
 
 
 def test_rebase_error_moves_document_indices():
-    error = InferenceServerException(msg="in ensemble 'reranker', DOCUMENTS[1] is empty", status="400")
+    error = InferenceServerException(msg="in ensemble 'reranker', [invalid DOCUMENTS[1]] DOCUMENTS[1] is empty: no text",
+                                     status="400")
     rebased = rebase_error(error, 6)
-    assert rebased.message() == "in ensemble 'reranker', DOCUMENTS[7] is empty"
+    assert rebased.message() == "[invalid DOCUMENTS[7]] DOCUMENTS[7] is empty: no text"
     assert rebased.status() == "400"
+    untouched = InferenceServerException(msg="[invalid QUERY] QUERY is empty", status="400")
+    assert rebase_error(untouched, 6) is untouched
 
 
 def test_optional_inputs_are_sent_only_when_given():

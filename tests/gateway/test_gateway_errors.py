@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 from tritonclient.utils import InferenceServerException
 
 from gateway import Settings, create_app
+from python_backends.errors import InvalidRequest, Overloaded, StepError
 from reranker_client import CalibrationChangedError
 
 from .stub import StubClient, post
@@ -16,23 +17,27 @@ from .stub import StubClient, post
 UNAVAILABLE = "the reranker server is unavailable: retry after 1 s"
 
 
+def answered(error: StepError, status: str, ensemble: bool = True) -> InferenceServerException:
+    """A step's error as the client raises it: the step's wire message, after the ensemble's prefix."""
+    prefix = "in ensemble 'reranker', " if ensemble else ""
+    return InferenceServerException(msg=prefix + error.server_error().message(), status=status)
+
+
 @pytest.mark.parametrize(
     "error,status,message,param",
     [
         (InferenceServerException(msg="in ensemble 'reranker', Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"),
          503, "the reranker server is overloaded: retry after 1 s", None),
-        (InferenceServerException(msg="in ensemble 'reranker', rerank_engine is over its waiting bound (5000 tokens wait "
-                                  "for vLLM, this request has 900, the bound is 5200): retry later",
-                                  status="StatusCode.UNAVAILABLE"), 503, "the reranker server is overloaded: retry after 1 s", None),
+        (answered(Overloaded("rerank_engine is over its waiting bound (5000 tokens wait for vLLM, this request has "
+                             "900, the bound is 5200): retry later"), "StatusCode.UNAVAILABLE"), 503, "the reranker server is overloaded: retry after 1 s", None),
         (InferenceServerException(msg="Server is stopping", status="503"), 503, UNAVAILABLE, None),
         (InferenceServerException(msg="Request for unknown model", status="StatusCode.NOT_FOUND"), 503, UNAVAILABLE, None),
         (InferenceServerException(msg="failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:8001: "
                                   "Failed to connect to remote host", status="StatusCode.UNAVAILABLE"), 503, UNAVAILABLE, None),
         (ConnectionRefusedError("connection refused 10.0.0.7:8001"), 503, UNAVAILABLE, None),
-        (InferenceServerException(msg="in ensemble 'reranker', QUERY is empty", status="StatusCode.INVALID_ARGUMENT"),
-         400, "query is empty", "query"),
-        (InferenceServerException(msg="DOCUMENTS[1] is empty", status="400"), 400, "documents[1] is empty", "documents[1]"),
-        (ValueError("TOP_N must be between 1 and the number of documents (2), got 5"), 400,
+        (answered(InvalidRequest("QUERY is empty", "QUERY"), "StatusCode.INVALID_ARGUMENT"), 400, "query is empty", "query"),
+        (answered(InvalidRequest("DOCUMENTS[1] is empty", "DOCUMENTS[1]"), "400", ensemble=False), 400, "documents[1] is empty", "documents[1]"),
+        (InvalidRequest("TOP_N must be between 1 and the number of documents (2), got 5", "TOP_N"), 400,
          "top_n must be between 1 and the number of documents (2), got 5", "top_n"),
         (InferenceServerException(msg="deadline", status="StatusCode.DEADLINE_EXCEEDED"), 504,
          "the reranker server did not answer in time", None),
@@ -55,12 +60,11 @@ def test_triton_errors_map_to_http_statuses_in_the_callers_words(error, status, 
     [
         (InferenceServerException(msg="Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), 429, "Overloaded",
          "the reranker server is overloaded: retry after 1 s"),
-        (InferenceServerException(msg="preprocess is over its work budget (9000 of 10000 document tokens in flight, "
-                                  "this request needs up to 2000): retry later", status="StatusCode.UNAVAILABLE"),
+        (answered(Overloaded("preprocess is over its work budget (9000 of 10000 document tokens in flight, this "
+                             "request needs up to 2000): retry later"), "StatusCode.UNAVAILABLE"),
          429, "Overloaded", "the reranker server is overloaded: retry after 1 s"),
         (ConnectionRefusedError("connection refused"), 503, "Unhealthy", UNAVAILABLE),
-        (InferenceServerException(msg="in ensemble 'reranker', DOCUMENTS[0] is empty", status="StatusCode.INVALID_ARGUMENT"),
-         422, "Validation", "texts[0] is empty"),
+        (answered(InvalidRequest("DOCUMENTS[0] is empty", "DOCUMENTS[0]"), "StatusCode.INVALID_ARGUMENT"), 422, "Validation", "texts[0] is empty"),
         (InferenceServerException(msg="Stub process is not healthy", status="StatusCode.INTERNAL"), 424, "Backend",
          "the reranker server failed the request"),
     ],

@@ -313,9 +313,9 @@ def test_each_outcome_is_answered_and_counted_under_its_label():
     (name, scores), = answers[0][0].output_tensors
     assert name == "RAW_SCORES" and scores.tolist() == [[0.5, 0.25]]
     assert [(a[0].error.code, a[0].error.message) for a in answers[1:]] == [
-        ("UNAVAILABLE", "the request's timeout passed in rerank_engine (500 ms); its work was aborted"),
-        ("CANCELLED", "request cancelled"),
-        ("INTERNAL", "internal error: RuntimeError: boom"),
+        ("UNAVAILABLE", "[deadline] the request's timeout passed in rerank_engine (500 ms); its work was aborted"),
+        ("CANCELLED", "[cancelled] request cancelled: its client left"),
+        ("INTERNAL", "[internal] internal error: RuntimeError: boom"),
     ]
     assert {outcome: metric.value for outcome, metric in metrics.answered.items()} == {
         "ok": 1, "error": 1, "deadline": 1, "cancelled": 1}
@@ -325,18 +325,19 @@ def test_each_outcome_is_answered_and_counted_under_its_label():
 # --- a timeout that ran out on the server, as clients see it ------------------------------------------------------
 
 @pytest.mark.parametrize("message", [
-    "in ensemble 'reranker', the request's timeout passed in rerank_engine (2500 ms); its work was aborted",
+    "in ensemble 'reranker', [deadline] the request's timeout passed in rerank_engine (2500 ms); its work was aborted",
     "in ensemble 'reranker', Request timeout expired",
 ])
 def test_a_server_side_timeout_is_neither_retried_nor_a_fault(message):
     from tritonclient.utils import InferenceServerException
 
     from gateway.errors import triton_error
-    from python_backends.contract import timed_out
+    from python_backends.contract import ErrorKind, server_error
     from reranker_client import is_retryable
 
     error = InferenceServerException(message, status="StatusCode.UNAVAILABLE")
-    assert timed_out(message)
+    assert server_error("StatusCode.UNAVAILABLE", message).kind is ErrorKind.DEADLINE
     assert not is_retryable(error)  # the caller's deadline has passed: sending it again helps nobody
     assert triton_error(error).kind == "timeout"  # the gateway answers 504, as when its own deadline fires
-    assert is_retryable(InferenceServerException("Stub process is not healthy", status="StatusCode.UNAVAILABLE"))
+    assert is_retryable(InferenceServerException("Stub process 'rerank_engine_0_0' is not healthy.",
+                                                 status="StatusCode.UNAVAILABLE"))
