@@ -4,9 +4,44 @@ flags are strict: `top_n: true` or `"5"` is refused, not read as 1 or 5."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+# JSON may spell a lone surrogate ("\\ud800"), which Python decodes into a str that has no UTF-8 form: refused
+# as the caller's error, naming where it is, before anything encodes it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any, path: str) -> str | None:
+    """Where in `value` (a field's value: text, an object, a list of them) a string holds a lone surrogate."""
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    if isinstance(value, BaseModel):
+        value = dict(value)
+    if isinstance(value, dict):
+        # a key is named with its surrogates escaped: the path goes into the error message
+        names = {key: f"{path}.{key.encode('utf-8', 'backslashreplace').decode()}" for key in value}
+        items = [(names[key], key) for key in value] + [(names[key], v) for key, v in value.items()]
+    elif isinstance(value, (list, tuple)):
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return None
+    return next((where for child, v in items if (where := _lone_surrogate(v, child)) is not None), None)
+
+
+class RequestBody(BaseModel):
+    """A request body: every text in it, at any depth, must be valid Unicode."""
+
+    @field_validator("*")
+    @classmethod
+    def _valid_unicode(cls, value: Any, info: ValidationInfo) -> Any:
+        if (where := _lone_surrogate(value, info.field_name)) is not None:
+            raise PydanticCustomError("unicode", "not valid Unicode: a lone surrogate (U+D800..U+DFFF) in {where}",
+                                      {"where": where})
+        return value
 
 
 class TextObject(BaseModel):
@@ -15,7 +50,7 @@ class TextObject(BaseModel):
     text: str
 
 
-class RerankRequest(BaseModel):
+class RerankRequest(RequestBody):
     """Cohere's /v1/rerank and /v2/rerank, vLLM's and Jina's /rerank and /v1/rerank."""
 
     model_config = ConfigDict(
@@ -105,7 +140,7 @@ class RerankResponse(BaseModel):
     meta: Meta
 
 
-class TeiRerankRequest(BaseModel):
+class TeiRerankRequest(RequestBody):
     """text-embeddings-inference's POST /rerank (router/src/http/types.rs RerankRequest)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -151,7 +186,7 @@ class Health(BaseModel):
     models: list[str] = Field(description="Names accepted in the request's `model`.")
 
 
-class ScoreRequest(BaseModel):
+class ScoreRequest(RequestBody):
     """vLLM's /score body (entrypoints/pooling/scoring/protocol.py ScoreTextRequest): pairs 1:1, 1:N or N:N."""
 
     model_config = ConfigDict(extra="ignore")

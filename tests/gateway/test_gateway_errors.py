@@ -3,6 +3,8 @@ API's fields (a stub in place of the client)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 from tritonclient.utils import InferenceServerException
@@ -194,3 +196,33 @@ def test_a_body_that_is_not_json_gets_the_same_error_body():
     assert broken.json()["message"] == broken.json()["error"]["message"] == "body: JSON decode error"
     assert undecodable.status_code == 400
     assert undecodable.json()["message"] == undecodable.json()["detail"] == "There was an error parsing the body"
+
+
+LONE = "not valid Unicode: a lone surrogate (U+D800..U+DFFF) in "
+
+
+@pytest.mark.parametrize("path,body,status,field,where", [
+    ("/v1/rerank", {"query": "x\ud800", "documents": ["a"]}, 400, "query", "query"),
+    ("/v2/rerank", {"query": "q", "documents": ["a", {"text": "b\udfff"}]}, 400, "documents", "documents[1].text"),
+    ("/v2/rerank", {"query": "q", "documents": [{"t\ud800": "x"}]}, 400, "documents", "documents[0].t\\ud800"),
+    ("/rerank", {"query": {"text": "x\udc00"}, "documents": ["a"]}, 400, "query", "query.text"),
+    ("/rerank", {"query": "q", "texts": ["a", "b\ud800"]}, 422, "texts", "texts[1]"),
+    ("/v1/rerank", {"model": "m\ud800", "query": "q", "documents": ["a"]}, 400, "model", "model"),
+    ("/score", {"text_1": "q", "text_2": ["ok", "b\ud800"]}, 400, "text_2", "text_2[1]"),
+    ("/v1/score", {"text_1": ["q\ud800"], "text_2": ["ok"]}, 400, "text_1", "text_1[0]"),
+])
+def test_text_that_is_not_valid_unicode_is_the_callers_error_naming_where(path, body, status, field, where):
+    """JSON may escape a lone surrogate ("\\ud800"); no UTF-8 text holds one, so it is refused before anything
+    encodes it, in each API's error shape, on every POST route."""
+    stub = StubClient()
+    with TestClient(create_app(Settings(), client=stub)) as client:
+        routes = {route.path for route in client.app.routes if "POST" in getattr(route, "methods", ())}
+        response = client.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
+    assert routes == {"/rerank", "/score", "/v1/rerank", "/v1/score", "/v2/rerank"}  # each one is in the table
+    assert response.status_code == status
+    message = f"{field}: {LONE}{where}"
+    if status == 422:  # TEI's shape
+        assert response.json() == {"error": message, "error_type": "Validation"}
+    else:
+        assert (response.json()["message"], response.json()["error"]["param"]) == (message, field)
+    assert stub.calls == []
