@@ -1,7 +1,7 @@
 """reranker-model: check a checkpoint, add it as a variant of the model repository, score pairs with it offline.
 
     reranker-model check MODEL [--load]
-    reranker-model add NAME MODEL [--documents sample.jsonl] [--gpu] [--max-model-len N]
+    reranker-model add NAME MODEL [--documents sample.jsonl] [--gpu] [--max-model-len N] [--force]
     reranker-model score NAME pairs.jsonl -o scores.jsonl
     reranker-model ensemble NAME DIR [--as ENSEMBLE]
     tritonserver --model-config-name=NAME   (scripts/start_server.sh --model-config-name=NAME)
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("model")
     add.add_argument("--documents", type=Path, help="sample: calibration JSONL or one document per line")
+    add.add_argument("--force", action="store_true", help="replace a variant of this name that is already there")
     add.add_argument("--gpu", action="store_true", help="one engine per GPU with the GPU engine arguments")
     add.add_argument("--max-model-len", type=int, help="default: from --documents, else the model's limit")
     add.add_argument("--preprocess-instances", type=int)
@@ -96,8 +97,9 @@ def run_check(args: argparse.Namespace) -> int:
 
 def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .sizing import choose_length, memory_lines, read_sample, sequence_lengths
-    from .variant import VariantSpec, engine_args, write_variant
+    from .variant import VariantSpec, check_name, engine_args, write_variant
 
+    replaced = set(check_name(args.name, args.repository, args.force))
     model = check_model(args.model)
     length = args.max_model_len
     if args.documents is not None:
@@ -114,7 +116,7 @@ def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
         base = configured_engine_args(read_config(config_path(args.repository, ENGINE)))
         print("\n".join(memory_lines(model, engine_args(spec, base), _gpu_bytes())))
     for path in written:
-        print(f"wrote {path.relative_to(args.repository)}")
+        print(f"{'replaced' if path in replaced else 'wrote'} {path.relative_to(args.repository)}")
     print(f"serve it: tritonserver --model-config-name={args.name} (scripts/start_server.sh --model-config-name={args.name})")
     return 0
 

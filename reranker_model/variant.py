@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from python_backends.calibrate.profile_schema import dump_profile, load_profile,
 
 from .checkpoint import SCORE_TYPES, ModelCheck
 from .repository import (
-    STEPS, config_path, engine_args as repository_engine_args, read_config, set_parameters, variant_file, write_config,
+    DEFAULT, ENSEMBLE, STEPS, config_path, engine_args as repository_engine_args, read_config, set_parameters, variant_file, write_config,
 )
 
 # One GPU's engine, as the committed GPU variants run it: compiled, bf16, 85% of the GPU's memory, small requests
@@ -108,6 +109,27 @@ def unfitted_profile(spec: VariantSpec) -> dict[str, Any]:
         "fitted_on": {"fitted": False, "note": f"Not fitted: {why}. Fit a profile on labelled pairs of your domain "
                                                "with reranker-calibrate fit and replace this file."},
     }
+
+
+# A variant's name is a file name, a --model-config-name value and a profile's name: lower-case letters, digits,
+# '-' and '_', starting with a letter or digit. `default` is config.pbtxt, and the repository's own model names would
+# read as those models.
+VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+RESERVED = frozenset({DEFAULT, ENSEMBLE, *STEPS})
+
+
+def check_name(name: str, repository: Path, force: bool) -> list[Path]:
+    """Refuse a name that is not a plain one, is reserved, or is a variant already there (unless `force`); the
+    existing files `force` will replace."""
+    if not VARIANT_NAME.fullmatch(name):
+        raise ValueError(f"variant name {name!r}: use lower-case letters, digits, '-' and '_' (e.g. tiny-bert)")
+    if name in RESERVED:
+        raise ValueError(f"variant name {name!r} is reserved (taken: {', '.join(sorted(RESERVED))})")
+    existing = [path for step in STEPS if (path := variant_file(repository, step, name)).is_file()]
+    if existing and not force:
+        raise ValueError(f"variant '{name}' exists ({', '.join(str(p.relative_to(repository)) for p in existing)}): "
+                         "--force replaces it")
+    return existing
 
 
 def write_variant(spec: VariantSpec, repository: Path) -> list[Path]:

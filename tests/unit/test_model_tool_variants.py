@@ -83,3 +83,37 @@ def test_add_with_a_sample_picks_max_model_len_and_binds_a_first_unfitted_profil
     profile = bound_profile(repository / "rerank_calibrate" / calibrate["parameters"]["calibration_profile"]["string_value"],
                             str(tiny["bert"]), "logit")
     assert (profile.model, profile.method, profile.fitted_on["fitted"]) == (str(tiny["bert"]), "sigmoid", False)
+
+
+@pytest.mark.parametrize("name,message", [
+    ("gpu", "variant 'gpu' exists (rerank_preprocess/configs/gpu.pbtxt, rerank_engine/configs/gpu.pbtxt, "
+            "rerank_calibrate/configs/gpu.pbtxt): --force replaces it"),
+    ("default", "variant name 'default' is reserved (taken: default, rerank_calibrate, rerank_engine, "
+                "rerank_preprocess, reranker)"),
+    ("rerank_engine", "variant name 'rerank_engine' is reserved"),
+    ("../gpu", "variant name '../gpu': use lower-case letters, digits, '-' and '_' (e.g. tiny-bert)"),
+    ("Tiny Bert", "variant name 'Tiny Bert': use lower-case letters"),
+])
+def test_add_refuses_a_name_that_is_taken_reserved_or_not_plain_and_writes_nothing(capsys, tiny, tmp_path, name,
+                                                                                     message):
+    repository = shutil.copytree(ROOT / "model_repository", tmp_path / "repo")
+    before = {path: path.read_bytes() for path in repository.rglob("*") if path.is_file()}
+    assert main(["--repository", str(repository), "add", name, str(tiny["bert"])]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"reranker-model add: refused: {message}"), err
+    assert {path: path.read_bytes() for path in repository.rglob("*") if path.is_file()} == before
+
+
+def test_add_with_force_replaces_a_variant_and_says_so(capsys, tiny, tmp_path):
+    repository = shutil.copytree(ROOT / "model_repository", tmp_path / "repo")
+    assert main(["--repository", str(repository), "add", "tiny-bert", str(tiny["bert"])]) == 0
+    first = capsys.readouterr().out.splitlines()
+    assert [line for line in first if line.startswith(("wrote", "replaced"))] == [
+        *(f"wrote {step}/configs/tiny-bert.pbtxt" for step in STEPS), "wrote rerank_calibrate/profiles/bert.json"]
+    assert main(["--repository", str(repository), "add", "tiny-bert", str(tiny["bert"]), "--max-model-len", "64"]) == 2
+    assert main(["--repository", str(repository), "add", "tiny-bert", str(tiny["bert"]), "--max-model-len", "64",
+                 "--force"]) == 0
+    second = capsys.readouterr().out.splitlines()
+    assert [line for line in second if line.startswith(("wrote", "replaced"))] == [
+        f"replaced {step}/configs/tiny-bert.pbtxt" for step in STEPS]
+    assert RequestLimits.from_model_config(config_dict(variant_file(repository, STEPS[0], "tiny-bert"))).max_model_len == 64
