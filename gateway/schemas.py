@@ -145,6 +145,9 @@ class TeiRerankRequest(RequestBody):
 
     model_config = ConfigDict(extra="ignore")
 
+    model: str | None = Field(default=None, description="A served name (GET /health lists them); default "
+                              "RERANK_MODEL. TEI's own body has none (one model per server); clients that name one "
+                              "are routed by it, as on the other routes.")
     query: str
     texts: list[str]
     truncate: StrictBool | None = Field(default=None, description="false: refuse texts longer than the model takes.")

@@ -20,10 +20,11 @@ async def _ranks(body: TeiRerankRequest, service: Reranker) -> list[TeiRank]:
         raise ApiError("invalid", f"top_n must be at least 1, got {body.top_n}", param="top_n")
     if not body.texts:
         raise ApiError("empty", "`texts` cannot be empty", param="texts")
-    call = RerankCall(query=body.query, texts=list(body.texts), top_n=body.top_n, names=TEI_FIELDS)
+    model = service.model_name(body.model)
+    call = RerankCall(query=body.query, texts=list(body.texts), top_n=body.top_n, names=TEI_FIELDS, model=model)
     response = await service.rerank(call)
     if body.truncate is False and response.truncated:
-        limit = (await service.limits()).max_model_len
+        limit = (await service.limits(model)).max_model_len
         raise ApiError("invalid", f"texts: {response.truncated} of the texts do not fit the model's "
                        f"{limit} tokens with the query; send truncate: true to cut them", param="texts")
     scores = response.raw_scores if body.raw_scores else response.scores

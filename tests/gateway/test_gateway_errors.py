@@ -226,3 +226,17 @@ def test_text_that_is_not_valid_unicode_is_the_callers_error_naming_where(path, 
     else:
         assert (response.json()["message"], response.json()["error"]["param"]) == (message, field)
     assert stub.calls == []
+
+
+def test_tei_rerank_routes_by_model_like_the_other_routes():
+    stub = StubClient()
+    settings = Settings(model_aliases=("rerank-default",))
+    unknown = post(stub, "/rerank", settings, documents=None, texts=["a", "b"], model="bge")
+    assert (unknown.status_code, unknown.json()) == (422, {
+        "error": "model 'bge' is not served here; served: reranker, rerank-default (GET /health lists them)",
+        "error_type": "Validation"})
+    assert stub.calls == []
+    for model in ("rerank-default", "reranker", None):
+        answered = post(stub, "/rerank", settings, documents=None, texts=["a", "b"], model=model)
+        assert answered.status_code == 200 and [r["index"] for r in answered.json()] == [1, 0]
+    assert len(stub.calls) == 3

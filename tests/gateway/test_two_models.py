@@ -274,6 +274,16 @@ def test_the_gateway_routes_by_model_and_names_the_served_ones(workspace):
     status, body = post(gateway, {"model": "bge", "query": "q", "documents": ["d"]})
     assert (status, body["message"]) == (404, "model 'bge' is not served here; served: tiny-bert, reranker "
                                               "(GET /health lists them)")
+    # TEI's /rerank too: each model's raw scores, as the server gives them to that model's ensemble
+    for model in ("reranker", "tiny-bert"):
+        status, ranks = post(gateway, {"model": model, "query": QUERIES[0], "texts": DOCUMENTS, "raw_scores": True},
+                             "/rerank")
+        assert status == 200, ranks
+        served = raw_scores(workspace, model, QUERIES[0], DOCUMENTS)
+        scores = [rank["score"] for rank in sorted(ranks, key=lambda rank: rank["index"])]
+        assert scores == pytest.approx(served.tolist(), abs=OFFLINE_TOLERANCE)
+    status, body = post(gateway, {"model": "bge", "query": "q", "texts": ["d"]}, "/rerank")
+    assert (status, body["error_type"]) == (422, "Validation")
 
 
 def shadow_gateway(workspace: Workspace, name: str, **env: str) -> RunningGateway:
