@@ -3,13 +3,27 @@ talking to Triton at TRITON_GRPC_URL (default localhost:8001)."""
 
 from __future__ import annotations
 
-import uvicorn
+import argparse
+from collections.abc import Sequence
 
-from .app import create_app
-from .settings import Settings
+from .settings import ENVIRONMENT, Settings, default_of
 
 
-def main() -> None:
+def help_text() -> str:
+    """The environment variables, their defaults and meanings."""
+    rows = [(name, default_of(setting) or "-", meaning) for name, setting, meaning in ENVIRONMENT]
+    width = max(len(name) for name, _, _ in rows)
+    return "settings, from the environment (default, meaning):\n" + "\n".join(
+        f"  {name:<{width}}  {default}: {meaning}" for name, default, meaning in rows)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argparse.ArgumentParser(prog="reranker-gateway", description=__doc__.split("\n\n")[0].replace("\n", " "),
+                            epilog=help_text(), formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    import uvicorn
+
+    from .app import create_app
+
     settings = Settings.from_env()
     # The plain asyncio loop: grpc.aio runs on it; uvloop is not needed for a thin proxy.
     uvicorn.run(

@@ -131,3 +131,47 @@ class ShadowSettings:
             profile=Path(profile) if profile else None,
             drift_window=get("GATEWAY_SHADOW_DRIFT_WINDOW", defaults.drift_window, int),
         )
+
+
+# Every environment variable the gateway reads, with the setting it fills (None: none of its own) and what it means:
+# `reranker-gateway --help` prints them with their defaults, and tests/gateway/test_gateway_cli.py checks that
+# `from_env` reads exactly these and that docs/USAGE.md's settings table lists each.
+ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
+    ("TRITON_GRPC_URL", "triton_grpc_url", "Triton's gRPC address"),
+    ("RERANK_MODEL", "triton_model", "the Triton ensemble that answers, and the default `model`"),
+    ("GATEWAY_MODEL_ALIASES", "model_aliases", "more names accepted in `model` for it, comma-separated"),
+    ("GATEWAY_MODELS", "other_models", "more ensembles served by their own name in `model`, comma-separated"),
+    ("GATEWAY_HOST", "host", "the address it listens on"),
+    ("GATEWAY_PORT", "port", "the port it listens on"),
+    ("GATEWAY_API_KEY", "api_key", "when set, every API call needs `Authorization: Bearer <key>`"),
+    ("GATEWAY_API_KEY_FILE", None, "a file holding the key (a mounted secret); wins over GATEWAY_API_KEY"),
+    ("GATEWAY_MAX_BODY_BYTES", "max_body_bytes", "a larger body is refused with 413 before it is read whole"),
+    ("GATEWAY_BODY_TIMEOUT_S", "body_timeout_s", "the whole body must arrive within this, else 408"),
+    ("GATEWAY_MAX_DOCUMENTS", "max_documents", "documents per call; split into requests of the server's own"),
+    ("GATEWAY_MAX_CONCURRENCY", "max_concurrency", "Triton requests of one call in flight at once"),
+    ("GATEWAY_MAX_RETRIES", "max_retries", "retries of a busy or unavailable server"),
+    ("GATEWAY_BACKOFF_S", "backoff_s", "the first retry's wait, doubled each time (max 2 s)"),
+    ("GATEWAY_TIMEOUT_S", "timeout_s", "per Triton request (504 when exceeded)"),
+    ("GATEWAY_HEALTH_TIMEOUT_S", "health_timeout_s", "/health answers 503 when Triton is slower"),
+    ("GATEWAY_LOG_LEVEL", "log_level", "uvicorn's log level"),
+    ("GATEWAY_SHADOW_MODEL", "shadow.model", "a candidate ensemble sent a share of the default model's calls"),
+    ("GATEWAY_SHADOW_FRACTION", "shadow.fraction", "the share of answered calls the candidate gets"),
+    ("GATEWAY_SHADOW_TRITON_GRPC_URL", "shadow.triton_grpc_url", "where the candidate is served (default: Triton's)"),
+    ("GATEWAY_SHADOW_QUEUE", "shadow.queue_size", "candidate calls waiting; one more is dropped and counted"),
+    ("GATEWAY_SHADOW_CONCURRENCY", "shadow.concurrency", "candidate calls in flight at once"),
+    ("GATEWAY_SHADOW_TIMEOUT_S", "shadow.timeout_s", "a slower candidate call counts as failed"),
+    ("GATEWAY_SHADOW_TOP_K", "shadow.top_k", "the k of the top-k overlap"),
+    ("GATEWAY_SHADOW_PROFILE", "shadow.profile", "the candidate's calibration profile, for its drift PSI"),
+    ("GATEWAY_SHADOW_DRIFT_WINDOW", "shadow.drift_window", "the candidate's raw scores the PSI is taken over"),
+)
+
+
+def default_of(setting: str | None) -> str:
+    """A setting's default as the environment would spell it ("" for none)."""
+    if setting is None:
+        return ""
+    owner, _, name = setting.rpartition(".")
+    value = getattr(ShadowSettings("") if owner else Settings(), name)
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return "" if value is None or value == "" else str(value)

@@ -1,0 +1,50 @@
+"""The gateway's command line and settings: `--help` says every environment variable it reads, `from_env` reads
+exactly those, and docs/USAGE.md's settings table lists each."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from gateway.settings import ENVIRONMENT, Settings
+from tests.support.triton_server import ROOT
+
+NAMES = [name for name, _, _ in ENVIRONMENT]
+
+
+class Recording(dict):
+    """An environment that records every variable asked for; the shadow's model is set, so its settings are read."""
+
+    def __init__(self) -> None:
+        super().__init__(GATEWAY_SHADOW_MODEL="candidate")
+        self.asked: set[str] = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return super().get(key, default)
+
+
+def test_from_env_reads_exactly_the_listed_variables():
+    env = Recording()
+    Settings.from_env(env)
+    assert env.asked == set(NAMES)
+
+
+def test_the_usage_page_lists_every_variable_in_its_settings_table():
+    page = (ROOT / "docs" / "USAGE.md").read_text()
+    table = [line for line in page.splitlines() if line.startswith("| `TRITON_GRPC_URL`")
+             or line.startswith("| `GATEWAY_") or line.startswith("| `RERANK_MODEL`")]
+    listed = {name for line in table for name in re.findall(r"`([A-Z_]+)`", line.split("|")[1])}
+    assert listed == set(NAMES)
+
+
+def test_help_prints_every_variable_and_starts_nothing():
+    done = subprocess.run([sys.executable, "-m", "gateway", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: reranker-gateway [-h]")
+    assert [line.split()[0] for line in done.stdout.split("settings, from the environment")[1].splitlines()[1:]] == NAMES
+    assert "  GATEWAY_PORT                    8080: the port it listens on" in done.stdout
+    wrong = subprocess.run([sys.executable, "-m", "gateway", "--port", "1"], capture_output=True, text=True, timeout=60)
+    assert (wrong.returncode, wrong.stderr.splitlines()[-1]) == (
+        2, "reranker-gateway: error: unrecognized arguments: --port 1")
