@@ -27,9 +27,12 @@ def spearman(primary: np.ndarray, candidate: np.ndarray) -> float | None:
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def top_k_overlap(primary: np.ndarray, candidate: np.ndarray, k: int) -> float:
-    """Share of the primary's top min(k, n) documents that are also in the candidate's (ties: the earlier document)."""
-    k = min(k, len(primary))
+def top_k_overlap(primary: np.ndarray, candidate: np.ndarray, k: int) -> float | None:
+    """Share of the primary's top k documents that are also in the candidate's (ties: the earlier document); None
+    for k or fewer documents, where every document is in both top k and the overlap would say 1 whatever the
+    rankings."""
+    if len(primary) <= k:
+        return None
     return len(_best(primary, k) & _best(candidate, k)) / k
 
 

@@ -11,7 +11,8 @@ profile (python_backends.calibrate.drift, the statistic the calibrate step expor
 Prometheus series (GET /metrics), labelled primary and candidate:
 - `gateway_shadow_calls_total{outcome}`: compared, failed (error or past the deadline), dropped (queue full);
 - `gateway_shadow_spearman` (summary: count and sum, so the mean) and `gateway_shadow_top_k_overlap` (histogram):
-  the per-call agreement;
+  the per-call agreement; the overlap only of calls with more than top_k documents (with fewer it is 1 whatever
+  the rankings);
 - `gateway_shadow_score_drift_psi{profile}`: PSI of the candidate's last drift_window raw scores against its
   profile's fitted distribution; absent until the window is full or when the profile stores none.
 """
@@ -126,7 +127,9 @@ class Shadow:
         agreement = spearman(primary, candidate)
         if agreement is not None:
             self.metrics.spearman.observe(agreement)
-        self.metrics.overlap.observe(top_k_overlap(primary, candidate, self.settings.top_k))
+        overlap = top_k_overlap(primary, candidate, self.settings.top_k)
+        if overlap is not None:
+            self.metrics.overlap.observe(overlap)
         if self._drift is not None:
             self._drift.add(candidate)
             psi = self._drift.psi()
