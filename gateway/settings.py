@@ -151,7 +151,7 @@ ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
     ("GATEWAY_MAX_CONCURRENCY", "max_concurrency", "Triton requests of one call in flight at once"),
     ("GATEWAY_MAX_RETRIES", "max_retries", "retries of a busy or unavailable server"),
     ("GATEWAY_BACKOFF_S", "backoff_s", "the first retry's wait, doubled each time (max 2 s)"),
-    ("GATEWAY_TIMEOUT_S", "timeout_s", "per Triton request (504 when exceeded)"),
+    ("GATEWAY_TIMEOUT_S", "timeout_s", "per Triton request, and for all of one /score call (504 past it)"),
     ("GATEWAY_HEALTH_TIMEOUT_S", "health_timeout_s", "/health answers 503 when Triton is slower"),
     ("GATEWAY_LOG_LEVEL", "log_level", "uvicorn's log level"),
     ("GATEWAY_SHADOW_MODEL", "shadow.model", "a candidate ensemble sent a share of the default model's calls"),

@@ -2,7 +2,9 @@
 as vLLM pairs them, answered in vLLM's score shape (`data[i].score`, pair order).
 
 The ensemble takes one query per request, so the pairs are grouped by their query: one rerank call per distinct
-text_1, at most max_concurrency of them at a time. Scores are the calibrated ones, as on /rerank.
+text_1, at most max_concurrency of them at a time, all of them within GATEWAY_TIMEOUT_S (many distinct queries are
+many requests: past the deadline the calls still running are cancelled and the answer is 504). Scores are the
+calibrated ones, as on /rerank.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, Depends
 
-from ..errors import ApiError
+from ..errors import FIXED_MESSAGES, ApiError
 from ..limits import Fields
 from ..schemas import ScoreData, ScoreRequest, ScoreResponse, ScoreUsage
 from ..service import Reranker, RerankCall, per_document_cap
@@ -69,7 +71,12 @@ async def _scores(body: ScoreRequest, service: Reranker, model: str) -> list[flo
         for position, value in zip(call.names.positions, response.scores):
             scores[position] = float(value)
 
-    outcomes = await asyncio.gather(*(score(call) for call in calls), return_exceptions=True)
+    try:
+        outcomes = await asyncio.wait_for(asyncio.gather(*(score(call) for call in calls), return_exceptions=True),
+                                          service.settings.timeout_s)
+    except TimeoutError:
+        raise ApiError("timeout", f"{FIXED_MESSAGES['timeout']}: {len(calls)} queries, "
+                       f"{service.settings.timeout_s:g} s for all of them") from None
     for outcome in outcomes:  # the first failed call's error, in the order of the queries
         if isinstance(outcome, BaseException):
             raise outcome

@@ -16,16 +16,18 @@ LIMITS = RequestLimits(max_documents=1024, max_document_bytes=65536, max_query_b
 
 
 class StubClient:
-    """`error` is raised by every call, or by the first `failures` calls only; `is_ready` takes `ready_delay_s`."""
+    """`error` is raised by every call, or by the first `failures` calls only; `is_ready` takes `ready_delay_s`, each
+    rerank `rerank_delay_s`."""
 
     def __init__(self, error: BaseException | None = None, ready: bool = True, failures: int | None = None,
-                 ready_delay_s: float = 0.0) -> None:
+                 ready_delay_s: float = 0.0, rerank_delay_s: float = 0.0) -> None:
         self.error, self.ready, self.calls, self.truncated = error, ready, [], 0
-        self.failures, self.ready_delay_s = failures, ready_delay_s
+        self.failures, self.ready_delay_s, self.rerank_delay_s = failures, ready_delay_s, rerank_delay_s
 
     async def rerank(self, query, documents, top_n=None, instruction=None, return_documents=False,
                      max_tokens_per_doc=None):
         self.calls.append((query, list(documents), top_n, instruction, max_tokens_per_doc))
+        await asyncio.sleep(self.rerank_delay_s)
         if self.error is not None and (self.failures is None or len(self.calls) <= self.failures):
             raise self.error
         raw = np.arange(len(documents), dtype=np.float32)

@@ -202,3 +202,16 @@ def test_score_refusals_name_the_field(body, status, message, param):
     response = post(StubClient(), "/v1/score", query=None, documents=None, **body)
     assert response.status_code == status
     assert (response.json()["error"]["message"], response.json()["error"]["param"]) == (message, param)
+
+
+def test_a_score_call_of_many_queries_ends_by_the_gateway_timeout():
+    """One Triton request per distinct text_1: 6 of them, one at a time, 0.4 s each, do not fit a 1 s timeout; the
+    call is 504 at the timeout, not after every request (2.4 s), and the requests still waiting are never sent."""
+    stub = StubClient(rerank_delay_s=0.4)
+    settings = Settings(timeout_s=1.0, max_concurrency=1)
+    response = post(stub, "/score", settings, query=None, documents=None, text_1=[f"q{i}" for i in range(6)],
+                    text_2=[f"d{i}" for i in range(6)])
+    assert response.status_code == 504, response.text
+    assert response.json()["error"]["message"] == ("the reranker server did not answer in time: 6 queries, 1 s for "
+                                                   "all of them")
+    assert 1 <= len(stub.calls) < 6  # here 3: the third was cancelled at 1 s, the last three never sent
