@@ -1,10 +1,12 @@
-"""What every API call passes before the app sees it: the API key, when one is set, and a body of bounded size
-that arrives in bounded time. An ASGI middleware, so a caller without the key or with a too-large or too-slow
-body costs no JSON parsing, and the body is read once, here, and handed on whole."""
+"""What every API call passes before the app sees it: the API key, when one is set, a body of bounded size that
+arrives in bounded time, and room for it among the bodies the gateway already holds. An ASGI middleware, so a caller
+without the key, with a too-large or too-slow body or past the gateway's body budget costs no JSON parsing, and the
+body is read once, here, and handed on whole."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -38,7 +40,9 @@ def _bearer(scope: Scope) -> bytes:
     return b""
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes:
+async def _read_body(receive: Receive, limit: int, keep: bool = True) -> bytes:
+    """The body, up to `limit` bytes; with `keep` False its chunks are read and dropped (a refused call's body is
+    taken off the connection, so that its client gets the answer rather than a reset, without being held)."""
     chunks, size = [], 0
     while True:
         message = await receive()
@@ -48,9 +52,28 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
         size += len(chunk)
         if size > limit:
             raise BodyTooLarge
-        chunks.append(chunk)
+        if keep:
+            chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+class BodyBudget:
+    """Bytes of request bodies held at once, from the first byte read until the answer is sent. A body parsed into
+    Python objects takes many times its size (docs/OPERATIONS.md, Gateway memory), so this bounds the gateway's
+    memory across calls as max_body_bytes bounds one call's. One event loop: no lock."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.held = limit, 0
+
+    def take(self, size: int) -> bool:
+        if self.held + size > self.limit:
+            return False
+        self.held += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.held -= size
 
 
 class Guard:
@@ -59,6 +82,7 @@ class Guard:
         self.key = settings.api_key.encode() if settings.api_key else None
         self.max_body_bytes = settings.max_body_bytes
         self.body_timeout_s = settings.body_timeout_s
+        self.bodies = BodyBudget(settings.max_inflight_body_bytes)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, error: ApiError, **headers: str) -> None:
         response = compatible_response(error)
@@ -82,6 +106,19 @@ class Guard:
         declared = self._declared_size(scope)
         if declared is not None and declared > self.max_body_bytes:
             return await self._refuse(scope, receive, send, too_large)
+        held = self.max_body_bytes if declared is None else declared  # a chunked body may take up to the limit
+        if not self.bodies.take(held):
+            error = ApiError("overloaded", f"the gateway holds {self.bodies.held} bytes of request bodies and this one "
+                             f"has up to {held}, past its limit of {self.bodies.limit}: retry after 1 s")
+            with contextlib.suppress(BodyTooLarge, ClientGone, TimeoutError):
+                await asyncio.wait_for(_read_body(receive, self.max_body_bytes, keep=False), self.body_timeout_s)
+            return await self._refuse(scope, receive, send, error, **{"Retry-After": "1"})
+        try:
+            await self._read_and_answer(scope, receive, send, too_large)
+        finally:
+            self.bodies.give(held)
+
+    async def _read_and_answer(self, scope: Scope, receive: Receive, send: Send, too_large: ApiError) -> None:
         try:
             body = await asyncio.wait_for(_read_body(receive, self.max_body_bytes), self.body_timeout_s)
         except BodyTooLarge:

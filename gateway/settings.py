@@ -28,6 +28,9 @@ class Settings:
     # server's per-document and per-query byte limits are checked on the parsed body)
     max_body_bytes: int = 32 * 1024 * 1024
     body_timeout_s: float = 30.0  # GATEWAY_BODY_TIMEOUT_S: the whole body must arrive within this, else 408
+    # GATEWAY_MAX_INFLIGHT_BODY_BYTES: bytes of request bodies held at once (read, parsed, answered); a call that would
+    # go past it is refused with 503 and Retry-After before its body is read. At least max_body_bytes.
+    max_inflight_body_bytes: int = 64 * 1024 * 1024
     # GATEWAY_API_KEY, or the content of the file GATEWAY_API_KEY_FILE (a mounted secret): when set, every
     # API call needs `Authorization: Bearer <key>`; the health probes and the OpenAPI spec stay open
     api_key: str | None = field(default=None, repr=False)
@@ -37,6 +40,11 @@ class Settings:
     # and limits), e.g. a second model next to `reranker` (`reranker-model ensemble`)
     other_models: tuple[str, ...] = ()
     shadow: ShadowSettings | None = None  # GATEWAY_SHADOW_*: a candidate model compared off the request path
+
+    def __post_init__(self) -> None:
+        if self.max_inflight_body_bytes < self.max_body_bytes:
+            raise ValueError(f"GATEWAY_MAX_INFLIGHT_BODY_BYTES={self.max_inflight_body_bytes} is less than "
+                             f"GATEWAY_MAX_BODY_BYTES={self.max_body_bytes}: a body at the limit could never be taken")
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -82,6 +90,7 @@ class Settings:
             timeout_s=get("GATEWAY_TIMEOUT_S", defaults.timeout_s, float),
             max_body_bytes=get("GATEWAY_MAX_BODY_BYTES", defaults.max_body_bytes, int),
             body_timeout_s=get("GATEWAY_BODY_TIMEOUT_S", defaults.body_timeout_s, float),
+            max_inflight_body_bytes=get("GATEWAY_MAX_INFLIGHT_BODY_BYTES", defaults.max_inflight_body_bytes, int),
             api_key=api_key.strip() or None,
             health_timeout_s=get("GATEWAY_HEALTH_TIMEOUT_S", defaults.health_timeout_s, float),
             log_level=get("GATEWAY_LOG_LEVEL", defaults.log_level),
@@ -147,6 +156,7 @@ ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
     ("GATEWAY_API_KEY_FILE", None, "a file holding the key (a mounted secret); wins over GATEWAY_API_KEY"),
     ("GATEWAY_MAX_BODY_BYTES", "max_body_bytes", "a larger body is refused with 413 before it is read whole"),
     ("GATEWAY_BODY_TIMEOUT_S", "body_timeout_s", "the whole body must arrive within this, else 408"),
+    ("GATEWAY_MAX_INFLIGHT_BODY_BYTES", "max_inflight_body_bytes", "bytes of bodies held at once; past it, 503"),
     ("GATEWAY_MAX_DOCUMENTS", "max_documents", "documents per call; split into requests of the server's own"),
     ("GATEWAY_MAX_CONCURRENCY", "max_concurrency", "Triton requests of one call in flight at once"),
     ("GATEWAY_MAX_RETRIES", "max_retries", "retries of a busy or unavailable server"),
