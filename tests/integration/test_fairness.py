@@ -80,7 +80,7 @@ def test_a_request_whose_timeout_passes_has_its_work_aborted_in_vllm(server):
     assert not vllm_idle(server)  # busy with it: what "idle" below is measured against
     maximal.join()
     outcome, seconds = answers[0]
-    assert outcome == ("StatusCode.UNAVAILABLE: in ensemble 'reranker', the request's timeout passed in "
+    assert outcome == ("StatusCode.UNAVAILABLE: in ensemble 'reranker', [deadline] the request's timeout passed in "
                        "rerank_engine (5000 ms); its work was aborted"), outcome
     assert aborted(server) - before == 1
     # vLLM's own count: the window of sequences it held is gone, long before the request's work would have ended

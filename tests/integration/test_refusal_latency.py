@@ -25,8 +25,8 @@ HEAD_STARTS_S = (0.3, 0.8, 1.5)
 MAXIMAL_TIMEOUT_S = 8.0
 PROBE_TIMEOUT_S = 2.0  # an admitted probe's engine work ends there: the scenario does not wait a minute for 40 of them
 # the maximal request's answer once preprocess admitted it: scored, or ended by its timeout in the engine
-ADMITTED = ("ok", "StatusCode.UNAVAILABLE: in ensemble 'reranker', the request's timeout passed in rerank_engine "
-                  "(8000 ms); its work was aborted")
+ADMITTED = ("ok", "StatusCode.UNAVAILABLE: in ensemble 'reranker', [deadline] the request's timeout passed in "
+                  "rerank_engine (8000 ms); its work was aborted")
 
 
 def _infer(url: str, documents: list[str], timeout_s: float | None = None) -> tuple[str, float]:
