@@ -34,6 +34,7 @@ pytestmark = pytest.mark.alone
 # a segfault)
 ENDING_SIGNALS = (-signal.SIGABRT, -signal.SIGSEGV)
 NOT_HEALTHY = "Stub process 'rerank_engine_0_0' is not healthy"  # Triton's error for a dead or frozen engine stub
+LOST_BATCH = "DEADLINE_EXCEEDED"  # the deep check's answer when its request is never answered
 # tritonserver's --exit-timeout-secs for this module's servers: how long a SIGTERM waits for requests in flight. The
 # deployments use 30 (the Helm chart's exitTimeoutSeconds, docker-compose.yml); the shutdown test asserts the same
 # bound in terms of it, and 10 spends 20 s less of the test run waiting for requests a dead stub never answers.
@@ -234,9 +235,10 @@ def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_ser
     waits a fixed 1 s): a stub frozen for 5 s under traffic may be declared unhealthy, and then tritonserver dies
     when it resumes (boost::interprocess::lock_exception and SIGABRT: 2 of 2 runs on a fresh server; 0 of 1 after
     the in-place reload above; SIGSEGV once, on the loaded 2-core machine with two test workers; once it lived on
-    with the engine stub marked unhealthy). Nothing hangs: the server answers right again, or the deep health check
-    reports the dead engine (the Helm chart's liveness probe, which restarts the pod), or it has ended by a signal,
-    which the container's restart policy turns into a fresh server. Runs last: it may end this module's server."""
+    with the engine stub marked unhealthy; once it lived on with the engine's batch lost, its requests unanswered).
+    Nothing hangs unseen: the server answers right again, or the deep health check reports the dead engine or the
+    unanswered request (the Helm chart's liveness probe, which restarts the pod), or it has ended by a signal, which
+    the container's restart policy turns into a fresh server. Runs last: it may end this module's server."""
     _freeze_under_traffic(own_server, before_s=1, seconds=5, after_s=10)
     problem = check(own_server.grpc_url) if own_server.is_alive() else "it has ended"
     if problem is None:
@@ -250,5 +252,13 @@ def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_ser
         if own_server.is_alive():
             assert NOT_HEALTHY in raised.value.message()
             return
+    if own_server.is_alive() and LOST_BATCH in problem:
+        # Alive, its engine batch lost: the stub died (a segfault in PbTensor::LoadFromSharedMemory as it resumed)
+        # while loading a batch, and Triton 2.51 answers neither that batch nor the requests queued behind it, nor
+        # ends (1 clean-clone run of this test: 8 requests and the deep check ran into their deadlines, the server
+        # lived 2 minutes on, until the test stopped it). The liveness probe, the same deep check without
+        # --busy-is-healthy, keeps failing on it as on a dead engine, and Kubernetes restarts the pod.
+        assert check(own_server.grpc_url) is not None
+        return
     # ended, or ending: the abort can come seconds after the freeze
     assert own_server.wait_exit(60) in ENDING_SIGNALS, problem
