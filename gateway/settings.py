@@ -23,13 +23,14 @@ class Settings:
     max_concurrency: int = 4  # GATEWAY_MAX_CONCURRENCY: Triton requests of one call in flight at once
     max_retries: int = 3  # GATEWAY_MAX_RETRIES: retries of an UNAVAILABLE answer
     backoff_s: float = 0.1  # GATEWAY_BACKOFF_S: first retry's wait, doubled each time (max 2 s)
-    timeout_s: float = 60.0  # GATEWAY_TIMEOUT_S: per Triton request
+    timeout_s: float = 60.0  # GATEWAY_TIMEOUT_S: per Triton request, and for all the requests of one /score call
     # GATEWAY_MAX_BODY_BYTES: a larger body is refused with 413 before it is read whole (a gateway policy: the
     # server's per-document and per-query byte limits are checked on the parsed body)
     max_body_bytes: int = 32 * 1024 * 1024
     body_timeout_s: float = 30.0  # GATEWAY_BODY_TIMEOUT_S: the whole body must arrive within this, else 408
     # GATEWAY_MAX_INFLIGHT_BODY_BYTES: bytes of request bodies held at once (read, parsed, answered); a call that would
-    # go past it is refused with 503 and Retry-After before its body is read. At least max_body_bytes.
+    # go past it is refused with 503 and Retry-After, its body read off the connection and dropped, never parsed.
+    # At least max_body_bytes.
     max_inflight_body_bytes: int = 64 * 1024 * 1024
     # GATEWAY_API_KEY, or the content of the file GATEWAY_API_KEY_FILE (a mounted secret): when set, every
     # API call needs `Authorization: Bearer <key>`; the health probes and the OpenAPI spec stay open
