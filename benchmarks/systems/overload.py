@@ -1,8 +1,8 @@
 """Overload of the Triton ensemble on the benchmark's own server: an open loop sending the workload's requests at
 `factor` times the rate the server sustained at its highest level, for `seconds`. Every request must end as its
-right answer or as a fast refusal (UNAVAILABLE: a step's queue is full, its queue timeout passed, or preprocess's
-work budget is spent), none lost; GPU memory must stay where vLLM's start-up reservation put it
-(`gpu_memory_utilization`): overload may only lengthen Triton's queues, which are bounded by their policies.
+right answer or as a fast refusal (UNAVAILABLE: preprocess's work budget is spent, or the engine's bound of waiting
+work), none lost; GPU memory must stay where vLLM's start-up reservation put it
+(`gpu_memory_utilization`): overload may only lengthen the steps' waiting work, which their own bounds limit.
 Afterwards the first probe request must still get the same raw scores."""
 
 from __future__ import annotations

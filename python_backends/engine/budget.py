@@ -2,7 +2,7 @@
 
 Past `max_inflight_tokens` a request waits on the engine's loop, inside the step (never in `execute`, so Triton's
 queue stays empty), and past `max_waiting_tokens` of waiting work it is refused at once (`Overloaded`, counted by
-the step), so no refusal is left to Triton's queue policy. A request larger than the whole budget holds none of it
+the step), so no refusal is left to Triton's queue. A request larger than the whole budget holds none of it
 (its own lane, `OVERSIZED_IN_FLIGHT` at a time), so small requests still reach vLLM while it is scored.
 """
 

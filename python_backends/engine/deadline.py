@@ -1,11 +1,12 @@
 """When a request's answer stops being wanted: its timeout passed, or its client is gone.
 
 Triton's schedule-policy `timeout` (microseconds, the request parameter `tritonclient`'s `infer(timeout=...)` sets;
-the gateway sets it from its own) reaches every step of the ensemble, but Triton applies it only while a request is
-queued. A running step is the model's to stop ("Triton will take a model-specific action such as terminating the
-request"): the engine step counts it from when it receives the request and aborts the request's work in vLLM once
-it passes. Triton's ensemble does not pass a client's cancellation to a running step, so `is_cancelled` answers only
-for requests sent to `rerank_engine` directly; through the ensemble the timeout is what ends abandoned work.
+the gateway sets it from its own) reaches every step of the ensemble, but Triton applies it only in a queue whose
+policy allows it, and the steps' queues have none (docs/OPERATIONS.md). A running step is the model's to stop
+("Triton will take a model-specific action such as terminating the request"): the engine step counts it from when it
+receives the request and aborts the request's work in vLLM once it passes. Triton's ensemble does not pass a client's
+cancellation to a running step, so `is_cancelled` answers only for requests sent to `rerank_engine` directly; through
+the ensemble the timeout is what ends abandoned work.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ BURST = 400  # past the engine's in-flight budget (~10 of these requests, below)
 # 4 x 1024 tokens) makes the engine's own bound, what this test is about, the limit.
 INFLIGHT_TOKENS = "1024"
 DOCS_PER_REQUEST = 6
-QUEUE_TIMEOUT_S = 30.0  # default_timeout_microseconds of rerank_engine
+ANSWERED_WITHIN_S = 30.0  # every admitted request's answer (2.9 s measured on 2 idle cores)
 # What a step answers past its own bound (rerank_engine's waiting work, rerank_preprocess's work budget)
 REFUSALS = ("rerank_engine is over its waiting bound", "preprocess is over its work budget")
 
@@ -52,7 +52,7 @@ async def _burst(url: str) -> list[tuple[str, float]]:
     rng = random.Random(7)
     try:
         return await asyncio.wait_for(
-            asyncio.gather(*(_one(client, i, rng) for i in range(BURST))), timeout=QUEUE_TIMEOUT_S * 3
+            asyncio.gather(*(_one(client, i, rng) for i in range(BURST))), timeout=ANSWERED_WITHIN_S * 3
         )
     finally:
         await client.close()
@@ -68,8 +68,8 @@ def small_budget_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
     stop_server(running)
 
 
-# Alone: with another test's server on the same 2 cores, preprocess and calibrate (not the engine's bound) became the
-# limit and requests timed out in their queues (10 s); the test is about the engine's bound.
+# Alone: the burst keeps both cores busy for seconds; beside the other worker's tests it would slow them, and the CPU,
+# not the engine's bound this test is about, would become the limit.
 @pytest.mark.alone
 def test_a_burst_past_the_engine_is_answered_or_refused_and_every_refusal_is_counted(small_budget_server):
     """The engine step never leaves a refusal to Triton's queue: past its bound of waiting work it refuses at once
@@ -98,7 +98,7 @@ def test_a_burst_past_the_engine_is_answered_or_refused_and_every_refusal_is_cou
     assert counted == len(refused)  # every refusal in the project's own counter, once
     # refused as they reach the engine, not after waiting there: before the burst's admitted work is all answered
     assert max(refused) < max(ok)
-    assert max(ok) < QUEUE_TIMEOUT_S + 10  # admitted requests finish within the default deadline
+    assert max(ok) < ANSWERED_WITHIN_S
     assert server.is_alive()
 
 

@@ -33,6 +33,17 @@ def test_python_steps_batch_dynamically_and_have_a_model_py(name):
     assert (REPO / name / "1" / "model.py").is_file()
 
 
+@pytest.mark.parametrize("variant", [DEFAULT, "gpu", "gpu-bge-m3", "gpu-fp8"])
+@pytest.mark.parametrize("name", PYTHON_MODELS)
+def test_no_step_queue_has_a_policy_so_triton_prefetches_its_batches(name, variant):
+    """A queue policy (timeout, size limit, priority levels) turns off the batcher's prefetch, and a burst then waits
+    up to 500 ms per batch (benchmarks/queue_policy_burst.py); every bound is the step's own instead."""
+    batching = read_config(config_path(REPO, name, variant)).dynamic_batching
+    assert not batching.HasField("default_queue_policy")
+    assert not batching.priority_queue_policy
+    assert batching.priority_levels == 0
+
+
 def test_ensemble_wires_every_output_of_the_contract():
     cfg = config("reranker")
     assert cfg.platform == "ensemble"
