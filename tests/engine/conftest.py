@@ -8,11 +8,14 @@ from pathlib import Path
 import pytest
 
 from python_backends.engine import AsyncEngine, EngineSettings
+from python_backends.triton_params import ModelParameters
+from reranker_model.repository import REPOSITORY, config_dict, config_path
 from tests.support.loading import one_load_at_a_time
 from tests.support.tiny_models import session_models
 
-# What config.pbtxt's `vllm_env` sets on a CPU machine: 1 GiB of KV cache, offline.
-VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}
+# The CPU configuration's `vllm_env`, as the server sets it (KV cache size, offline, vLLM's worker in its engine core).
+VLLM_ENV = EngineSettings.from_parameters(ModelParameters.from_model_config(
+    config_dict(config_path(REPOSITORY, "rerank_engine")))).vllm_env
 MAX_MODEL_LEN = 128
 
 
