@@ -21,12 +21,11 @@ import asyncio
 import json
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
 from reranker_model.repository import STEPS, read_config, variant_file, write_config
-from tests.integration.test_overload import BURST, DOCS_PER_REQUEST, INFLIGHT_TOKENS, _burst
+from tests.integration.test_overload import BURST, DOCS_PER_REQUEST, INFLIGHT_TOKENS, _burst, _metric
 from tests.support.triton_server import TEST_VARIANT, copy_repository, start_server, stop_server
 
 # What each step had: a timeout while queued (the stub stalled), a client's smaller timeout allowed.
@@ -47,25 +46,18 @@ def _repository(folder: Path, policies: bool) -> Path:
     return repo
 
 
-def _queue_ms(metrics_url: str) -> dict[str, tuple[float, float]]:
-    """Per step: (sum of queue time in µs, request count) from Triton's own counters."""
-    with urllib.request.urlopen(f"http://{metrics_url}/metrics") as response:
-        lines = response.read().decode().splitlines()
-    totals = {}
-    for step in STEPS:
-        label = f'model="{step}"'
-        values = [sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(name + "{") and label in line)
-                  for name in ("nv_inference_queue_duration_us", "nv_inference_count")]
-        totals[step] = (values[0], values[1])
-    return totals
+def _queue_us_and_count(server) -> dict[str, tuple[float, float]]:
+    """Per step: Triton's own sum of queue time (µs) and request count."""
+    return {step: tuple(_metric(server, name, f'model="{step}"')
+                        for name in ("nv_inference_queue_duration_us", "nv_inference_count")) for step in STEPS}
 
 
 def _round(server) -> dict:
-    before = _queue_ms(server.metrics_url)
+    before = _queue_us_and_count(server)
     started = time.monotonic()
     outcomes = asyncio.run(_burst(server.grpc_url))
     wall = time.monotonic() - started
-    after = _queue_ms(server.metrics_url)
+    after = _queue_us_and_count(server)
     kinds = Counter(kind if kind in ("ok", "refused") else "other" for kind, _ in outcomes)
     queue = {step: round((after[step][0] - before[step][0]) / max(1.0, after[step][1] - before[step][1]) / 1000, 1)
              for step in STEPS}
