@@ -15,7 +15,7 @@
 #   bash benchmarks/gpu_run.sh stash     # copy the kit parts present now to /tmp/gpukit, where install_kit.sh also
 #                                        # looks: for parts that reach the host separately
 #
-# env: VLLM_VERSION (0.26.0)  MODELS ("qwen3"; also xlmr)  SYSTEMS (build,matmul,triton,async_llm,vllm_same,
+# env: VLLM_VERSION (0.26.0)  MODELS ("qwen3"; also xlmr)  SYSTEMS (build,matmul,triton,async_llm,engine_step,vllm_same,
 #      vllm_default,hf)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8"; "" = none)  SWEEP (";"-separated
 #      KEY=JSON engine overrides, one sweep point each)  CONFIG_POINTS (space-separated committed config variants,
 #      e.g. gpu-fp8, one point each)  OVERLOAD (Triton at this multiple of its last level's rate
@@ -30,7 +30,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 export VLLM_VERSION=${VLLM_VERSION:-0.26.0}
 MODELS=${MODELS:-qwen3}
-SYSTEMS=${SYSTEMS:-build,matmul,triton,async_llm,vllm_same,vllm_default,hf}
+SYSTEMS=${SYSTEMS:-build,matmul,triton,async_llm,engine_step,vllm_same,vllm_default,hf}
 LEVELS=${LEVELS:-1,8,32,64}
 PERF=${PERF-8}
 OVERLOAD=${OVERLOAD:-4}

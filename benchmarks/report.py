@@ -14,8 +14,8 @@ from benchmarks.procs import log
 from benchmarks.systems import LOAD_SYSTEMS, SYSTEMS
 
 NOMINAL_BF16_FLOPS = 790e12  # BRIEF.md's H200 figure, used only when no matmul was measured
-COLORS = {"triton": "tab:blue", "async_llm": "tab:red", "vllm_same": "tab:orange", "vllm_default": "tab:brown",
-          "hf": "tab:green"}
+COLORS = {"triton": "tab:blue", "async_llm": "tab:red", "engine_step": "tab:purple", "vllm_same": "tab:orange",
+          "vllm_default": "tab:brown", "hf": "tab:green"}
 
 
 def load_keys(results: dict) -> list[str]:
@@ -163,6 +163,9 @@ def _system_lines(key: str, r: dict, w: int) -> list[str]:
         extra.append(f"padding +{r['padding_overhead'] * 100:.1f}% tokens")
     if r.get("http_vs_grpc_max_abs_diff") is not None:
         extra.append(f"HTTP vs gRPC raw max|diff| {r['http_vs_grpc_max_abs_diff']}")
+    if r.get("single_request_split"):
+        split = r["single_request_split"]
+        extra.append("one at a time, P50 ms: " + ", ".join(f"{way} {v['p50']}" for way, v in split.items()))
     if r.get("status") != "ok":
         extra.append(f"status {r.get('status')}: {r.get('error', '')[:100]}")
     if extra:

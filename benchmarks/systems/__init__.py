@@ -2,8 +2,8 @@
 
 Steps prepare (``build``: checkpoints and workload; ``matmul``: the FLOP ceiling); load systems serve the same
 requests and report levels: ``triton`` (this ensemble), ``async_llm`` (the direct engine, the ceiling),
-``vllm_same`` / ``vllm_default`` (``vllm serve`` with the same settings / as a user starts it), ``hf`` (a
-transformers loop). Each runs in its own child process of benchmarks/run_gpu_benchmark.py with a time budget."""
+``engine_step`` (the ensemble's engine step without Triton), ``vllm_same`` / ``vllm_default`` (``vllm serve`` with
+the same settings / as a user starts it), ``hf`` (a transformers loop). Each runs in its own child process of benchmarks/run_gpu_benchmark.py with a time budget."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
-from benchmarks.systems import async_llm, build, hf_loop, matmul, triton_ensemble, vllm_serve
+from benchmarks.systems import async_llm, build, engine_step, hf_loop, matmul, triton_ensemble, vllm_serve
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ SYSTEMS: dict[str, System] = {s.name: s for s in (
     System("matmul", "bf16 matmul ceiling", matmul.run, load=False),
     System("triton", "Triton ensemble (gRPC)", triton_ensemble.run),
     System("async_llm", "vLLM AsyncLLM in-process", async_llm.run),
+    System("engine_step", "engine step, no Triton", engine_step.run),
     System("vllm_same", "vllm serve, same settings", functools.partial(vllm_serve.run, variant="vllm_same")),
     System("vllm_default", "vllm serve, its defaults", functools.partial(vllm_serve.run, variant="vllm_default")),
     System("hf", "transformers loop", hf_loop.run),

@@ -25,13 +25,26 @@ def pooling_params(types: list[int] | None):
     return PoolingParams(task="classify", use_activation=False, extra_kwargs=extra)
 
 
+async def pooled(engine, token_ids: list[list[int]], types: list[list[int]] | None, request_id: str) -> list:
+    """vLLM's pooled output of each sequence of one request, all handed to `engine.encode` at once, in order."""
+    from vllm.inputs import TokensPrompt
+
+    async def one(i: int):
+        final = None
+        async for out in engine.encode(TokensPrompt(prompt_token_ids=token_ids[i]),
+                                       pooling_params(types[i] if types else None), f"{request_id}-{i}"):
+            final = out
+        return final.outputs.data
+
+    return list(await asyncio.gather(*(one(i) for i in range(len(token_ids)))))
+
+
 def run(s: Settings, result: dict, pgid_file=None) -> None:
     import os
 
     if s.device == "cpu":
         os.environ.update(CPU_ENV)
     from vllm import AsyncEngineArgs
-    from vllm.inputs import TokensPrompt
     from vllm.v1.engine.async_llm import AsyncLLM
 
     work = Workload(s)
@@ -45,17 +58,8 @@ def run(s: Settings, result: dict, pgid_file=None) -> None:
     counter = iter(range(10**9))
 
     async def score(k: int) -> list[float]:
-        types = work.types[k]
-
-        async def one(i: int) -> float:
-            final = None
-            prompt = TokensPrompt(prompt_token_ids=work.token_ids[k][i])
-            async for out in engine.encode(prompt, pooling_params(types[i] if types else None),
-                                           f"r{k}-{i}-{next(counter)}"):
-                final = out
-            return float(final.outputs.data.reshape(-1)[0])
-
-        return list(await asyncio.gather(*(one(i) for i in range(len(work.token_ids[k])))))
+        outputs = await pooled(engine, work.token_ids[k], work.types[k], f"r{k}-{next(counter)}")
+        return [float(data.reshape(-1)[0]) for data in outputs]
 
     try:
         asyncio.run(drive(s, work, score, score, result, deadline))

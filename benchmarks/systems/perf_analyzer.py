@@ -3,11 +3,11 @@ generator on the SAME requests: the request set written as perf_analyzer's input
 cycling over it at each concurrency. Requests repeat, so vLLM's prefix cache is warm for both: this is a check that
 the two tools measure the same server alike (within 5%), not the benchmark's headline numbers.
 
-Measured alike: perf_analyzer counts the requests completed inside 5 s windows of continuous load until three in a
-row agree within 10%; the load generator runs 2 windows' worth and counts its steady window (loadtest/closed_loop.py),
-once before perf_analyzer and once after, so a drift of the server over the minute shows as a gap between the two.
-(The 2026-12-03 run compared perf_analyzer's windows with the load generator's whole wall clock, ramp and drain
-included: ratio 0.917.)
+Measured alike: perf_analyzer times windows of WINDOW_REQUESTS_PER_WORKER x c completed requests of continuous load
+until three in a row agree within 10% (count windows: a time window at c=8 held ~50 requests of ~0.7 s, and which of
+the requests in flight at its edges fell inside it moved its rate by more than 10%, so no three agreed in 6 windows);
+the load generator runs OURS_S of load and counts its steady window (loadtest/closed_loop.py), once before
+perf_analyzer and once after, so a drift of the server over the minute shows as a gap between the two.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from loadtest.closed_loop import closed_loop, latency_summary
 
 RUNNER = ROOT / "loadtest" / "perf_analyzer" / "run_perf_analyzer.sh"
 KIT_BINARY = Path("/tmp/perf/run_perf_analyzer")  # tools/offline_gpu/make_kit.sh's perf part, installed
-MEASUREMENT_MS = 5000
+WINDOW_REQUESTS_PER_WORKER = 12
 STABILITY_PCT = 10
+MAX_TRIALS = 10
+OURS_S = 10.0
 AGREEMENT = 0.05
 
 
@@ -39,14 +41,14 @@ def binary() -> str | None:
     return shutil.which("perf_analyzer")
 
 
-def run_tool(requests: list, grpc_url: str, levels: list[int], out: Path, timeout_s: float) -> dict[int, dict]:
-    """perf_analyzer at each level; its CSV's throughput and latencies (µs -> ms) per concurrency."""
+def run_tool(requests: list, grpc_url: str, c: int, out: Path, timeout_s: float) -> dict[int, dict]:
+    """perf_analyzer at concurrency c; its CSV's throughput and latencies (µs -> ms)."""
     out.mkdir(parents=True, exist_ok=True)
     data = out / "perf_input.json"
     data.write_text(json.dumps(payload.perf_analyzer_input_data(requests)))
     env = dict(os.environ, PERF_ANALYZER=binary() or "perf_analyzer", TRITON_URL=grpc_url, PROTOCOL="grpc",
-               INPUT_DATA=str(data), CONCURRENCY=" ".join(map(str, levels)),
-               MEASUREMENT_INTERVAL_MS=str(MEASUREMENT_MS), MAX_TRIALS="6", STABILITY_PCT=str(STABILITY_PCT))
+               INPUT_DATA=str(data), CONCURRENCY=str(c), MEASUREMENT_REQUEST_COUNT=str(WINDOW_REQUESTS_PER_WORKER * c),
+               MAX_TRIALS=str(MAX_TRIALS), STABILITY_PCT=str(STABILITY_PCT))
     with (out / "perf_analyzer.log").open("w") as log_file:
         subprocess.run(["bash", str(RUNNER), str(out)], env=env, stdout=log_file, stderr=subprocess.STDOUT,
                        timeout=timeout_s, check=False)
@@ -64,7 +66,7 @@ def run_tool(requests: list, grpc_url: str, levels: list[int], out: Path, timeou
 
 async def _ours(send_request, requests: list, c: int) -> dict:
     loop = await closed_loop(lambda k: send_request(k % len(requests)), c,
-                             until=time.perf_counter() + 2 * MEASUREMENT_MS / 1000)
+                             until=time.perf_counter() + OURS_S)
     window = loop.steady
     rate = len(window.done) / window.seconds if window else 0.0
     return {"infer_per_s": round(rate, 3), "window_s": round(window.seconds, 2) if window else None,
@@ -80,7 +82,7 @@ async def compare(send_request, requests: list, grpc_url: str, levels: list[int]
         if time.monotonic() > deadline - 60:
             break
         before = await _ours(send_request, requests, c)
-        tool = run_tool(requests, grpc_url, [c], out / f"c{c}", max(30.0, deadline - time.monotonic() - 20))
+        tool = run_tool(requests, grpc_url, c, out / f"c{c}", max(30.0, deadline - time.monotonic() - 20))
         after = await _ours(send_request, requests, c)
         ours = (before["infer_per_s"] + after["infer_per_s"]) / 2
         p50 = (before["p50_ms"] + after["p50_ms"]) / 2 if before["p50_ms"] and after["p50_ms"] else None
@@ -93,5 +95,6 @@ async def compare(send_request, requests: list, grpc_url: str, levels: list[int]
         rows.append(row)
         log(f"  perf_analyzer c={c}: {tool.get(c, {}).get('infer_per_s')} infer/s; load generator "
             f"{before['infer_per_s']:.2f} before, {after['infer_per_s']:.2f} after")
-    return {"binary": binary(), "distinct_requests": len(requests), "measurement_ms": MEASUREMENT_MS,
-            "stability_pct": STABILITY_PCT, "levels": rows}
+    return {"binary": binary(), "distinct_requests": len(requests),
+            "window_requests_per_worker": WINDOW_REQUESTS_PER_WORKER, "stability_pct": STABILITY_PCT,
+            "max_trials": MAX_TRIALS, "levels": rows}

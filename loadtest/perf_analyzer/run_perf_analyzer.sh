@@ -12,7 +12,8 @@
 #
 # Environment (each overrides its preset): PROTOCOL (grpc | http), TRITON_URL (localhost:8001 for grpc,
 # localhost:8000 for http), RERANK_MODEL (reranker), CONCURRENCY, MEASUREMENT_INTERVAL_MS (time windows),
-# MEASUREMENT_REQUEST_COUNT (count windows), MAX_TRIALS, STABILITY_PCT, INPUT_DATA, PERF_ANALYZER (perf_analyzer).
+# MEASUREMENT_REQUEST_COUNT (count windows; wins over MEASUREMENT_INTERVAL_MS), MAX_TRIALS, STABILITY_PCT, INPUT_DATA,
+# PERF_ANALYZER (perf_analyzer).
 # Output: OUTDIR/perf_c<C>.csv and perf_c<C>.log per level, OUTDIR/perf_summary.csv (all levels).
 #
 # perf_analyzer comes from PyPI's tritonclient==2.51.0 wheel (the last line of wheels that
@@ -43,6 +44,13 @@ case "${PRESET:-gpu}" in
        windows=(--measurement-mode count_windows --measurement-request-count "${MEASUREMENT_REQUEST_COUNT:-20}") ;;
   *) echo "PRESET must be gpu or cpu" >&2; exit 2 ;;
 esac
+# Either window setting, set, overrides the preset's kind of window: count windows hold the same number of requests
+# whatever their latency, so a window at a high concurrency is not cut mid-burst of long requests.
+if [ -n "${MEASUREMENT_REQUEST_COUNT:-}" ]; then
+  windows=(--measurement-mode count_windows --measurement-request-count "$MEASUREMENT_REQUEST_COUNT")
+elif [ -n "${MEASUREMENT_INTERVAL_MS:-}" ]; then
+  windows=(--measurement-mode time_windows --measurement-interval "$MEASUREMENT_INTERVAL_MS")
+fi
 model=${RERANK_MODEL:-reranker}
 input=${INPUT_DATA:-$input}
 mkdir -p "$out"

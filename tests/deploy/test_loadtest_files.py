@@ -314,7 +314,8 @@ def test_grpc_load_fails_on_unknown_model(server):
 def test_perf_analyzer_runs_a_generated_input(server, tmp_path):
     """run_perf_analyzer.sh with the real perf_analyzer, on an input file in the shipped file's format
     (payload.perf_analyzer_input_data; the shipped file is checked above to be that function's output) but
-    with small requests, and a bounded measurement: count windows of 2 requests, one concurrency level."""
+    with small requests, and a bounded measurement: count windows of 2 requests (set by MEASUREMENT_REQUEST_COUNT),
+    one concurrency level."""
     pa = shutil.which("perf_analyzer")
     if pa is None:
         pytest.fail("perf_analyzer is not installed: run `bash deploy/install_tools.sh`")
@@ -332,17 +333,18 @@ def test_perf_analyzer_runs_a_generated_input(server, tmp_path):
         "MAX_TRIALS": "10",
         # the plumbing is under test, not the server's speed: any window counts as stable
         "STABILITY_PCT": "1000",
+        "MEASUREMENT_REQUEST_COUNT": "2",  # count windows over the preset's time windows
     }
     out = tmp_path / "pa"
     proc = subprocess.run(
-        ["bash", str(LOADTEST / "perf_analyzer" / "run_perf_analyzer.sh"), str(out),
-         "--measurement-mode", "count_windows", "--measurement-request-count", "2"],
+        ["bash", str(LOADTEST / "perf_analyzer" / "run_perf_analyzer.sh"), str(out)],
         capture_output=True, text=True, env=env, timeout=300,
     )
     logs = "".join(p.read_text()[-1500:] for p in sorted(out.glob("*.log")))
     assert proc.returncode == 0, proc.stderr[-1500:] + logs
     log = (out / "perf_c1.log").read_text()
     assert "Successfully read data for 1 stream/streams with 4 step/steps" in log
+    assert 'Using "count_windows" mode for stabilization' in log, log[:1500]
     assert not re.search(r"error|fail", log, re.IGNORECASE), log[-3000:]
     client = re.search(r"Client:\s+Request count: (\d+)", log)
     served = re.search(r"Server:\s+Inference count: \d+\s+Execution count: \d+\s+Successful request count: (\d+)", log)
