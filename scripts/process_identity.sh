@@ -1,6 +1,6 @@
-# Sourced by quickstart.sh and stop_server.sh. A process is named by its pid and its start time (clock ticks after
-# boot, /proc/<pid>/stat field 22): the kernel gives a pid to a new process once the old one is gone and reaped, so a
-# pid alone may name another program by the time it is read back.
+# Sourced by quickstart.sh, start_server.sh and stop_server.sh. A process is named by its pid and its start time
+# (clock ticks after boot, /proc/<pid>/stat field 22): the kernel gives a pid to a new process once the old one is
+# gone and reaped, so a pid alone may name another program by the time it is read back.
 start_time() {  # start_time PID -> the start time, or nothing (status 1) when no such process runs (or a zombie)
   local stat
   stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1

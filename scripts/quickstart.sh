@@ -4,7 +4,7 @@
 # Each step prints the seconds since the start. When the server exits or is not ready within START_TIMEOUT_S, the
 # script stops it, prints the end of its log and exits 1.
 # Environment: HTTP_PORT/GRPC_PORT/METRICS_PORT (8000/8001/8002), MODEL_REPOSITORY, VENV (as scripts/start_server.sh),
-# START_TIMEOUT_S (300), RUN_DIR (build: server.log and server.pid, read by scripts/stop_server.sh).
+# START_TIMEOUT_S (300), RUN_DIR (build: server.log, and the pid file start_server.sh writes for stop_server.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/process_identity.sh
@@ -12,7 +12,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export VENV="${VENV:-$ROOT/.venv}"
 RUN_DIR="${RUN_DIR:-$ROOT/build}"
 LOG="$RUN_DIR/server.log"
-PID_FILE="$RUN_DIR/server.pid"
+PID_FILE="$RUN_DIR/server-${HTTP_PORT:-8000}.pid"
 HTTP="localhost:${HTTP_PORT:-8000}"
 GRPC="localhost:${GRPC_PORT:-8001}"
 TIMEOUT_S="${START_TIMEOUT_S:-300}"
@@ -29,7 +29,7 @@ give_up() {  # the server did not come up: say why, show its errors and the end 
   echo "---- last 40 lines of $LOG ----"
   tail -n 40 "$LOG"
   echo "----"
-  RUN_DIR="$RUN_DIR" "$ROOT/scripts/stop_server.sh" >/dev/null
+  RUN_DIR="$RUN_DIR" HTTP_PORT="${HTTP_PORT:-8000}" "$ROOT/scripts/stop_server.sh" >/dev/null
   exit 1
 }
 
@@ -40,9 +40,8 @@ if ready; then
   step "a server already answers on $HTTP: using it"
 else
   step "starting tritonserver (HTTP $HTTP, gRPC $GRPC, log ${LOG#"$ROOT"/})"
-  setsid "$ROOT/scripts/start_server.sh" > "$LOG" 2>&1 < /dev/null &
+  RUN_DIR="$RUN_DIR" "$ROOT/scripts/start_server.sh" > "$LOG" 2>&1 < /dev/null &  # it writes its pid file there
   pid=$!
-  echo "$pid $(start_time "$pid")" > "$PID_FILE"  # stop_server.sh signals it only while that process still runs
   step "  pid $pid; waiting until it is ready (loads rerank_preprocess, rerank_engine with vLLM, rerank_calibrate; up to ${TIMEOUT_S} s)"
   deadline=$((SECONDS + TIMEOUT_S))
   shown=0

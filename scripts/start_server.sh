@@ -7,10 +7,20 @@
 # load a model whose model.py they upload, i.e. run code as this user.
 # Explicit model control with every model loaded at start: a single step (say rerank_calibrate or a crashed
 # rerank_engine) can be reloaded in place (scripts/recover_engine.py) without a restart.
+# Stopping: scripts/stop_server.sh. The server leads a process group of its own (Triton, its Python stubs, vLLM's
+# processes), which stop_server.sh signals whole, and writes RUN_DIR/server-<HTTP port>.pid (its pid and start time).
 # Usage: scripts/start_server.sh [extra tritonserver args]   (foreground; env HTTP_PORT/GRPC_PORT/METRICS_PORT,
-# BIND_ADDRESS, TRITON_ADMIN_KEY, MODEL_REPOSITORY, VENV override the defaults)
+# BIND_ADDRESS, TRITON_ADMIN_KEY, MODEL_REPOSITORY, VENV, RUN_DIR (build) override the defaults)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Started in the foreground of a terminal the script already leads its job's group; started in the background of a
+# script it shares its parent's group, so it makes one (setsid runs in this process, keeping its pid, when it is not
+# a group leader).
+if [ "$(ps -o pgid= -p $$ | tr -d ' ')" != "$$" ]; then
+  exec setsid "$0" "$@"
+fi
+# shellcheck source=scripts/process_identity.sh
+. "$ROOT/scripts/process_identity.sh"
 VENV="${VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 SP="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
@@ -53,6 +63,9 @@ ADDRESS="${BIND_ADDRESS:-127.0.0.1}"
 # Every config.pbtxt is complete, so Triton need not start each Python model's stub once more only to ask it to
 # complete its config (the stub imports the step's packages: seconds per model at every start and reload).
 CONTROL_APIS="model-repository,shared-memory,trace,logging:admin-key=$TRITON_ADMIN_KEY"
+RUN_DIR="${RUN_DIR:-$ROOT/build}"
+mkdir -p "$RUN_DIR"
+echo "$$ $(start_time $$)" > "$RUN_DIR/server-${HTTP_PORT:-8000}.pid"  # exec keeps the pid: it names tritonserver
 exec "$TS/bin/tritonserver" \
   --model-repository="${MODEL_REPOSITORY:-$ROOT/model_repository}" \
   --backend-directory="$BACKENDS" \

@@ -1,32 +1,48 @@
 #!/usr/bin/env bash
-# Stop the server scripts/quickstart.sh started: SIGTERM to its process group (Triton finishes in-flight requests,
-# then unloads the models), wait up to 60 s for the group to end, then SIGKILL what is left of it.
-# The group is signalled only while its leader, the server quickstart.sh started, still runs: server.pid holds its
-# pid and start time, and a pid whose process has ended may have been given to another program since. While any
-# process of the group lives, the kernel gives its number to no new process, so what is left of it once the leader
-# has ended is still the server's.
-# Environment: RUN_DIR (build), where quickstart.sh wrote server.pid.
+# Stop the servers scripts/start_server.sh started (scripts/quickstart.sh starts it too): SIGTERM to each server's
+# process group (Triton finishes in-flight requests, then unloads the models; its Python stubs and vLLM's processes are
+# in the group), wait up to GRACE_S for the group to end, then SIGKILL what is left of it.
+# A group is signalled only while its leader, the server, still runs: RUN_DIR/server-<HTTP port>.pid holds its pid and
+# start time, and a pid whose process has ended may have been given to another program since. While any process of
+# the group lives, the kernel gives its number to no new process, so what is left of it once the leader has ended is
+# still the server's.
+# Environment: RUN_DIR (build), where start_server.sh wrote its pid files; HTTP_PORT: stop only the server of that
+# port; GRACE_S (60).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/process_identity.sh
 . "$ROOT/scripts/process_identity.sh"
-PID_FILE="${RUN_DIR:-$ROOT/build}/server.pid"
-if [ ! -f "$PID_FILE" ]; then
-  echo "stop_server: no $PID_FILE, so no server started by scripts/quickstart.sh to stop"
+RUN_DIR="${RUN_DIR:-$ROOT/build}"
+GRACE_S="${GRACE_S:-60}"
+
+stop_one() {  # stop_one PID_FILE
+  local pid started
+  read -r pid started < "$1"
+  if [ -z "${started:-}" ] || [ "$(start_time "$pid")" != "$started" ] || ! kill -TERM -- "-$pid" 2>/dev/null; then
+    echo "stop_server: tritonserver (pid $pid) was not running"
+    rm -f "$1"
+    return
+  fi
+  echo "stop_server: stopping tritonserver (pid $pid) ..."
+  local begin=$SECONDS
+  while [ $((SECONDS - begin)) -lt "$GRACE_S" ]; do
+    [ -n "$(group_members "$pid")" ] || { rm -f "$1"; echo "stop_server: stopped in $((SECONDS - begin)) s"; return; }
+    sleep 0.2
+  done
+  # shellcheck disable=SC2046
+  kill -KILL $(group_members "$pid") 2>/dev/null
+  rm -f "$1"
+  echo "stop_server: not stopped after $GRACE_S s; killed"
+}
+
+shopt -s nullglob
+pattern="server-${HTTP_PORT:-*}.pid"
+# shellcheck disable=SC2206
+files=("$RUN_DIR"/$pattern)  # unquoted: the * of "every port" is a glob
+if [ ${#files[@]} -eq 0 ]; then
+  echo "stop_server: no $RUN_DIR/$pattern, so no server started by scripts/start_server.sh to stop"
   exit 0
 fi
-read -r pid started < "$PID_FILE"
-if [ -z "${started:-}" ] || [ "$(start_time "$pid")" != "$started" ] || ! kill -TERM -- "-$pid" 2>/dev/null; then
-  echo "stop_server: tritonserver (pid $pid) was not running"
-  rm -f "$PID_FILE"
-  exit 0
-fi
-echo "stop_server: stopping tritonserver (pid $pid) ..."
-for _ in $(seq 1 60); do
-  [ -n "$(group_members "$pid")" ] || { rm -f "$PID_FILE"; echo "stop_server: stopped"; exit 0; }
-  sleep 1
+for file in "${files[@]}"; do
+  stop_one "$file"
 done
-# shellcheck disable=SC2046
-kill -KILL $(group_members "$pid") 2>/dev/null
-rm -f "$PID_FILE"
-echo "stop_server: not stopped after 60 s; killed"

@@ -11,14 +11,16 @@ import os
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from python_backends.engine.orphan_guard import start_time
-from tools.local_server import free_port
+from tools.local_server import free_port, http_ok
 from tests.support.triton_server import RunningServer
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scripts" / "quickstart.sh"
+START = REPO / "scripts" / "start_server.sh"
 STOP = REPO / "scripts" / "stop_server.sh"
 
 
@@ -32,14 +34,7 @@ def run_quickstart(run_dir: Path, timeout_s: float, **env: str) -> subprocess.Co
 
 def process_group_alive(pgid: int) -> bool:
     """Whether a live process is in the group (read from /proc: nothing is signalled)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in "ZX" and int(fields[2]) == pgid:
-            return True
-    return False
+    return bool(group_pids(pgid))
 
 
 def started_pid(output: str) -> int:
@@ -65,7 +60,7 @@ def test_quickstart_fails_with_the_log_when_the_model_configs_are_broken(tmp_pat
     assert "error: creating server: Internal - failed to load all models" in errors
     assert tail.endswith("error: creating server: Internal - failed to load all models\n----\n"), tail
     assert not process_group_alive(started_pid(proc.stdout))
-    assert not (tmp_path / "run" / "server.pid").exists()
+    assert not list((tmp_path / "run").glob("server-*.pid"))
     assert "calibration profile" not in proc.stdout  # the example never ran
 
 
@@ -75,7 +70,7 @@ def test_quickstart_fails_when_the_server_is_not_ready_in_time_and_stops_it(tmp_
     assert "FAILED: tritonserver not ready after 5 s (START_TIMEOUT_S)" in proc.stdout, proc.stdout
     assert f"---- last 40 lines of {tmp_path / 'run' / 'server.log'} ----" in proc.stdout
     assert not process_group_alive(started_pid(proc.stdout))
-    assert not (tmp_path / "run" / "server.pid").exists()
+    assert not list((tmp_path / "run").glob("server-*.pid"))
 
 
 def test_quickstart_against_a_running_server_answers_and_says_where_everything_is(server: RunningServer, tmp_path):
@@ -94,16 +89,16 @@ def test_quickstart_against_a_running_server_answers_and_says_where_everything_i
 
 
 def test_stop_server_leaves_a_process_that_took_the_servers_pid_alone(tmp_path):
-    """server.pid names a process that has ended; its pid now belongs to another (here: the same pid with another
+    """The pid file names a process that has ended; its pid now belongs to another (here: the same pid with another
     start time, as after the kernel gave the number again)."""
     other = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        (tmp_path / "server.pid").write_text(f"{other.pid} 1\n")
+        (tmp_path / "server-8000.pid").write_text(f"{other.pid} 1\n")
         proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True,
                               env={**os.environ, "RUN_DIR": str(tmp_path)})
         assert proc.stdout == f"stop_server: tritonserver (pid {other.pid}) was not running\n"
         assert other.poll() is None
-        assert not (tmp_path / "server.pid").exists()
+        assert not (tmp_path / "server-8000.pid").exists()
     finally:
         other.kill()
         other.wait()
@@ -112,7 +107,7 @@ def test_stop_server_leaves_a_process_that_took_the_servers_pid_alone(tmp_path):
 def test_stop_server_says_when_there_is_nothing_to_stop(tmp_path):
     proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True, env={**os.environ, "RUN_DIR": str(tmp_path)})
     assert proc.returncode == 0
-    assert proc.stdout == f"stop_server: no {tmp_path / 'server.pid'}, so no server started by scripts/quickstart.sh to stop\n"
+    assert proc.stdout == f"stop_server: no {tmp_path}/server-*.pid, so no server started by scripts/start_server.sh to stop\n"
 
 
 def test_stop_server_stops_the_process_group_it_names(tmp_path):
@@ -120,8 +115,48 @@ def test_stop_server_stops_the_process_group_it_names(tmp_path):
     shell as soon as it exits, as init does for quickstart's server: a zombie would still count as the group."""
     group = subprocess.Popen(["bash", "-c", "sleep 300 & wait"], start_new_session=True)
     threading.Thread(target=group.wait, daemon=True).start()
-    (tmp_path / "server.pid").write_text(f"{group.pid} {start_time(group.pid)}\n")
+    (tmp_path / "server-8000.pid").write_text(f"{group.pid} {start_time(group.pid)}\n")
     proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True, env={**os.environ, "RUN_DIR": str(tmp_path)})
-    assert proc.stdout == f"stop_server: stopping tritonserver (pid {group.pid}) ...\nstop_server: stopped\n"
+    assert proc.stdout == f"stop_server: stopping tritonserver (pid {group.pid}) ...\nstop_server: stopped in 0 s\n"
     assert not process_group_alive(group.pid)
-    assert not (tmp_path / "server.pid").exists()
+    assert not (tmp_path / "server-8000.pid").exists()
+
+
+def test_stop_server_stops_a_server_start_server_started_in_the_background(tmp_path):
+    """start_server.sh from a script's background (it shares its parent's process group) makes a group of its own and
+    writes its pid file; stop_server.sh then ends the whole group, Python stubs included, within its grace time."""
+    ports = {"HTTP_PORT": str(free_port()), "GRPC_PORT": str(free_port()), "METRICS_PORT": str(free_port())}
+    env = {**os.environ, **ports, "RUN_DIR": str(tmp_path), "TRITON_ADMIN_KEY": "test"}
+    with (tmp_path / "server.log").open("w") as log:
+        server = subprocess.Popen(["bash", str(START)], stdout=log, stderr=subprocess.STDOUT, env=env)
+    threading.Thread(target=server.wait, daemon=True).start()  # reaped at once, as init reaps a server whose shell left
+    try:
+        deadline = time.monotonic() + 240
+        while not http_ok(f"http://127.0.0.1:{ports['HTTP_PORT']}/v2/health/ready"):
+            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
+            time.sleep(0.5)
+        pid_file = tmp_path / f"server-{ports['HTTP_PORT']}.pid"
+        assert pid_file.read_text() == f"{server.pid} {start_time(server.pid)}\n"
+        stubs = [pid for pid in group_pids(server.pid) if pid != server.pid]
+        assert len(stubs) >= 3, stubs  # preprocess, engine and calibrate each run in a stub of the server's group
+        proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True,
+                              env={**os.environ, "RUN_DIR": str(tmp_path), "HTTP_PORT": ports["HTTP_PORT"]})
+        assert re.fullmatch(rf"stop_server: stopping tritonserver \(pid {server.pid}\) \.\.\.\n"
+                            r"stop_server: stopped in \d+ s\n", proc.stdout), proc.stdout
+        assert not process_group_alive(server.pid)
+        assert not pid_file.exists()
+    finally:  # a failed assertion leaves no server: the script stops it only while its pid file still names it
+        subprocess.run(["bash", str(STOP)], capture_output=True, env={**os.environ, "RUN_DIR": str(tmp_path), "GRACE_S": "5"})
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The live processes of a process group (read from /proc)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in "ZX" and int(fields[2]) == pgid:
+            pids.append(int(stat.parent.name))
+    return pids

@@ -118,7 +118,8 @@ class PortTaken(RuntimeError):
 def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple[str, ...]) -> RunningServer:
     ports = {"HTTP_PORT": free_port(), "GRPC_PORT": free_port(), "METRICS_PORT": free_port()}
     admin_key = secrets.token_urlsafe(16)
-    env = dict(os.environ, TRITON_ADMIN_KEY=admin_key, **{key: str(value) for key, value in ports.items()})
+    env = dict(os.environ, TRITON_ADMIN_KEY=admin_key, RUN_DIR=str(log_path.parent),  # its pid file goes beside the log
+               **{key: str(value) for key, value in ports.items()})
     if model_repository is not None:
         env["MODEL_REPOSITORY"] = str(model_repository)
     log = log_path.open("w")
