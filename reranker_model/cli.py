@@ -2,6 +2,7 @@
 
     reranker-model check MODEL [--load]
     reranker-model add NAME MODEL [--documents sample.jsonl] [--gpu] [--max-model-len N] [--force]
+                       [--max-query-words N] [--accept-truncation]
     reranker-model score NAME pairs.jsonl -o scores.jsonl
     reranker-model ensemble NAME DIR [--as ENSEMBLE]
     tritonserver --model-config-name=NAME   (scripts/start_server.sh --model-config-name=NAME)
@@ -20,7 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .checkpoint import PROBE_DOCUMENT as _DOC, PROBE_QUERY as _QUERY, SCORE_TYPES, ModelCheck, RefusedModel, check_model, vllm_support
-from .repository import ENGINE, REPOSITORY, config_path, engine_args as configured_engine_args, read_config
+from .repository import (
+    ENGINE, PREPROCESS, REPOSITORY, config_path, engine_args as configured_engine_args, read_config, variant_file,
+)
 
 PROBE_QUERY = "What is the capital of France?"
 PROBE_PAIR = f"{_QUERY!r} / {_DOC!r}"
@@ -48,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--force", action="store_true", help="replace a variant of this name that is already there")
     add.add_argument("--gpu", action="store_true", help="one engine per GPU with the GPU engine arguments")
     add.add_argument("--max-model-len", type=int, help="default: from --documents, else the model's limit")
+    add.add_argument("--max-query-words", type=int,
+                     help="with --documents: the longest query to size for (default: the sample's longest query; "
+                          "a sample of documents alone: 64 words)")
+    add.add_argument("--accept-truncation", action="store_true",
+                     help="write the variant even when max_model_len cuts over 5%% of the sample's documents")
     add.add_argument("--preprocess-instances", type=int)
     add.add_argument("--tokenizer-threads", type=int)
     add.add_argument("--queue-delay-us", type=_queue_delays, help="PREPROCESS,ENGINE,CALIBRATE max_queue_delay")
@@ -96,17 +104,12 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from .sizing import choose_length, memory_lines, read_sample, sequence_lengths
+    from .sizing import memory_lines
     from .variant import VariantSpec, check_name, engine_args, write_variant
 
     replaced = set(check_name(args.name, args.repository, args.force))
     model = check_model(args.model)
-    length = args.max_model_len
-    if args.documents is not None:
-        choice = choose_length(sequence_lengths(model, read_sample(args.documents)), model.length_limit)
-        print("\n".join(choice.lines(model.length_limit)))
-        length = length or choice.max_model_len
-    length = length or model.length_limit
+    length = _max_model_len(args, model)
     if length > model.length_limit:
         raise RefusedModel(f"max_model_len {length} is over {model.reference}'s limit of {model.length_limit} tokens")
     spec = VariantSpec(args.name, model, length, args.gpu, args.preprocess_instances, args.tokenizer_threads,
@@ -119,6 +122,32 @@ def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"{'replaced' if path in replaced else 'wrote'} {path.relative_to(args.repository)}")
     print(f"serve it: tritonserver --model-config-name={args.name} (scripts/start_server.sh --model-config-name={args.name})")
     return 0
+
+
+def _max_model_len(args: argparse.Namespace, model: ModelCheck) -> int:
+    """--max-model-len; else what the sample needs, never less than the variant being replaced accepted; else the
+    model's limit. With a sample, what the length cuts of it is printed, and past 5% refused unless accepted."""
+    from .sizing import choose_length, read_sample, sample_lengths, truncation_line
+
+    if args.documents is None:
+        return args.max_model_len or model.length_limit
+    measured = sample_lengths(model, read_sample(args.documents), args.max_query_words)
+    choice = choose_length(measured.lengths, model.length_limit)
+    print(f"queries: {measured.queries}")
+    print("\n".join(choice.lines(model.length_limit)))
+    length = args.max_model_len or choice.max_model_len
+    before = _replaced_length(args.repository, args.name) if args.max_model_len is None else None
+    if before is not None and before > length:
+        length = min(before, model.length_limit)
+        print(f"max_model_len {length}: what the variant it replaces accepted (--max-model-len sets a shorter one)")
+    print(truncation_line(measured.lengths, length, args.accept_truncation))
+    return length
+
+
+def _replaced_length(repository: Path, name: str) -> int | None:
+    """The max_model_len of the variant `add --force` replaces, if there is one."""
+    path = variant_file(repository, PREPROCESS, name)
+    return int(read_config(path).parameters["max_model_len"].string_value) if path.is_file() else None
 
 
 def _gpu_bytes() -> int | None:

@@ -1,5 +1,6 @@
-"""`reranker-model add --documents`: how long the sample's query+document sequences are in this model's tokens, the
-max_model_len that covers most of them, and what the engine then needs of the GPU's memory."""
+"""`reranker-model add --documents`: how long the sample's documents are in this model's tokens beside the longest
+query the variant is sized for, the max_model_len that covers most of them, what it cuts, and what the engine then
+needs of the GPU's memory."""
 
 from __future__ import annotations
 
@@ -16,15 +17,24 @@ from python_backends.preprocess.tokenization import make_encoder
 from .checkpoint import ModelCheck
 
 COVERAGE = 0.95  # the share of sample sequences max_model_len keeps whole
+TRUNCATION_LIMIT = 0.05  # past this share of the sample cut, `add` stops unless told to accept it
+DEFAULT_QUERY_WORDS = 64  # a sample without queries: each document is measured beside a query of this many words
 PERCENTILES = (50, 90, 95, 99)
 UNCAPPED = 1 << 30  # an encoder length nothing reaches: sequences are measured whole
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "auto": 2}
 
 
-def read_sample(path: Path) -> list[tuple[str, str]]:
-    """(query, document) pairs: calibration JSONL lines ({"query", "document", ...}), or one document text per line
-    (then the query is empty: the lengths are the document's and the template's)."""
-    pairs = []
+@dataclass(frozen=True)
+class Sample:
+    """(query, document) pairs; `has_queries`: the sample was calibration JSONL, not one document per line."""
+
+    pairs: list[tuple[str, str]]
+    has_queries: bool
+
+
+def read_sample(path: Path) -> Sample:
+    """Calibration JSONL lines ({"query", "document", ...}), or one document text per line (no queries)."""
+    pairs, rows = [], 0
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
@@ -34,17 +44,42 @@ def read_sample(path: Path) -> list[tuple[str, str]]:
             row = line
         if isinstance(row, dict):
             pairs.append((str(row.get("query", "")), str(row["document"])))
+            rows += 1
         else:
             pairs.append(("", line))
     if not pairs:
         raise ValueError(f"{path}: no documents")
-    return pairs
+    return Sample(pairs, has_queries=rows == len(pairs) and any(query for query, _ in pairs))
 
 
-def sequence_lengths(model: ModelCheck, pairs: list[tuple[str, str]]) -> np.ndarray:
-    """Each pair's longest sequence, whole, as the family's encoder builds it (template and special tokens included)."""
+@dataclass(frozen=True)
+class SampleLengths:
+    """Each document's longest sequence, whole, with the longest query the variant is sized for (template and special
+    tokens included, as the family's encoder builds it), and how that query was chosen."""
+
+    lengths: np.ndarray
+    queries: str
+
+
+def sample_lengths(model: ModelCheck, sample: Sample, query_words: int | None = None) -> SampleLengths:
+    """Every document measured beside one query: the sample's longest (in this model's tokens), or, when
+    `query_words` is given or the sample has no queries, a query of that many words."""
     encoder = make_encoder(model.family, model.path, UNCAPPED)
-    return np.asarray([max(encoder.encode(query or "?", [document], None).lengths) for query, document in pairs])
+
+    def length(query: str, document: str) -> int:
+        return max(encoder.encode(query, [document], None).lengths)
+
+    if query_words is None and sample.has_queries:
+        query = max({q for q, _ in sample.pairs if q}, key=lambda q: length(q, "?"))
+        tokens = length(query, "?") - length("?", "?") + 1
+        described = f"each document beside the sample's longest query ({tokens} tokens)"
+    else:
+        words = query_words or DEFAULT_QUERY_WORDS
+        query = " ".join(["x"] * words)
+        described = f"each document beside a {words}-word query (--max-query-words)"
+        if query_words is None:
+            described = f"none in the sample (one document per line): {described}"
+    return SampleLengths(np.asarray([length(query, document) for _, document in sample.pairs]), described)
 
 
 @dataclass(frozen=True)
@@ -52,26 +87,33 @@ class LengthChoice:
     percentiles: dict[int, int]
     longest: int
     max_model_len: int
-    truncated: float  # share of the sample's sequences longer than max_model_len
 
     def lines(self, limit: int) -> list[str]:
         shown = "  ".join(f"P{p} {n}" for p, n in self.percentiles.items())
         capped = " (the model's limit)" if self.max_model_len == limit else ""
         return [f"sequence tokens: {shown}  max {self.longest}",
-                f"max_model_len {self.max_model_len}{capped}: {self.truncated:.1%} of the sample truncated"]
+                f"max_model_len from the sample: {self.max_model_len}{capped}"]
 
 
 def choose_length(lengths: np.ndarray, limit: int) -> LengthChoice:
     """The smallest max_model_len that keeps >= COVERAGE of the sequences whole, at most the model's limit."""
     ordered = np.sort(lengths)
     covering = int(ordered[math.ceil(COVERAGE * len(ordered)) - 1])
-    chosen = min(covering, limit)
     return LengthChoice(
         percentiles={p: int(np.percentile(ordered, p, method="higher")) for p in PERCENTILES},
         longest=int(ordered[-1]),
-        max_model_len=chosen,
-        truncated=float(np.mean(ordered > chosen)),
+        max_model_len=min(covering, limit),
     )
+
+
+def truncation_line(lengths: np.ndarray, max_model_len: int, accept: bool) -> str:
+    """What max_model_len cuts of the sample; past TRUNCATION_LIMIT a refusal (ValueError) unless `accept`."""
+    cut = int(np.sum(lengths > max_model_len))
+    line = f"max_model_len {max_model_len}: {cut} of {len(lengths)} sample documents ({cut / len(lengths):.1%}) cut"
+    if cut > TRUNCATION_LIMIT * len(lengths) and not accept:
+        raise ValueError(f"{line}, over {TRUNCATION_LIMIT:.0%}: --accept-truncation writes the variant anyway, "
+                         f"--max-model-len sets a longer one")
+    return line
 
 
 def parameter_count(folder: str) -> int | None:

