@@ -17,7 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # script it shares its parent's group, so it makes one (setsid runs in this process, keeping its pid, when it is not
 # a group leader).
 if [ "$(ps -o pgid= -p $$ | tr -d ' ')" != "$$" ]; then
-  exec setsid "$0" "$@"
+  exec setsid "$BASH" "$0" "$@"
 fi
 # shellcheck source=scripts/process_identity.sh
 . "$ROOT/scripts/process_identity.sh"
