@@ -30,6 +30,7 @@ from .routes import cohere, health, metrics, score, vllm
 from .service import Reranker
 from .settings import Settings
 from .shadow import Shadow, ShadowMetrics
+from .upstream import UpstreamLatency
 
 
 # gRPC waits up to 120 s (1 s growing by 1.6x) between attempts to reconnect a channel whose server went away, so
@@ -75,6 +76,7 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
     settings = settings or Settings.from_env()
     given = {**({settings.triton_model: client} if client is not None else {}), **(clients or {})}
     registry = CollectorRegistry()
+    latency = UpstreamLatency(registry)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -85,9 +87,9 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
             if url is not None:  # the candidate on a server of its own
                 candidate_models = TritonModels(lambda model: _client(settings, model, url), given)
             metrics = ShadowMetrics(registry, settings.triton_model, settings.shadow.model)
-            shadow = Shadow(settings.shadow, candidate_models, metrics)
+            shadow = Shadow(settings.shadow, candidate_models, metrics, latency)
             shadow.start()
-        app.state.reranker = Reranker(settings, models, shadow)
+        app.state.reranker = Reranker(settings, models, latency, shadow)
         try:
             yield
         finally:

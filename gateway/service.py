@@ -16,6 +16,7 @@ from .limits import RERANK_FIELDS, Fields, check_call
 from .models import TritonModels
 from .settings import Settings
 from .shadow import Shadow, ShadowCall
+from .upstream import UpstreamLatency
 
 log = logging.getLogger("gateway")
 
@@ -50,9 +51,11 @@ def per_document_cap(max_tokens_per_doc: int | None, truncate_prompt_tokens: int
 
 
 class Reranker:
-    def __init__(self, settings: Settings, models: TritonModels, shadow: Shadow | None = None) -> None:
+    def __init__(self, settings: Settings, models: TritonModels, latency: UpstreamLatency,
+                 shadow: Shadow | None = None) -> None:
         self.settings = settings
         self.models = models
+        self.latency = latency
         self.shadow = shadow
 
     async def client(self, model: str | None = None) -> AsyncRerankClient:
@@ -122,7 +125,8 @@ class Reranker:
 
     async def _send(self, call: RerankCall, top_n: int | None, return_documents: bool) -> RerankResponse:
         client = await self.client(call.model)
-        return await client.rerank(
-            call.query, call.texts, top_n=top_n, instruction=call.instruction,
-            return_documents=return_documents, max_tokens_per_doc=call.max_tokens_per_doc,
-        )
+        with self.latency.timed(self.settings.triton_name(call.model or self.settings.triton_model)):
+            return await client.rerank(
+                call.query, call.texts, top_n=top_n, instruction=call.instruction,
+                return_documents=return_documents, max_tokens_per_doc=call.max_tokens_per_doc,
+            )

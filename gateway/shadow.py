@@ -15,6 +15,7 @@ Prometheus series (GET /metrics), labelled primary and candidate:
   the rankings);
 - `gateway_shadow_score_drift_psi{profile}`: PSI of the candidate's last drift_window raw scores against its
   profile's fitted distribution; absent until the window is full or when the profile stores none.
+The time of each candidate call is in `gateway_upstream_seconds{model, outcome}` beside the primary's (gateway.upstream).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from reranker_client import RerankResponse
 from .agreement import spearman, top_k_overlap
 from .models import TritonModels
 from .settings import ShadowSettings
+from .upstream import UpstreamLatency
 
 log = logging.getLogger("gateway")
 
@@ -79,9 +81,9 @@ class Shadow:
     """The candidate's queue, workers and comparison; `start` and `stop` run in the app's lifespan. `models`
     holds the candidate's client (the gateway's own, or those of the candidate's server)."""
 
-    def __init__(self, settings: ShadowSettings, models: TritonModels, metrics: ShadowMetrics,
+    def __init__(self, settings: ShadowSettings, models: TritonModels, metrics: ShadowMetrics, latency: UpstreamLatency,
                  draw: Callable[[], float] = random.random) -> None:
-        self.settings, self.models, self.metrics, self._draw = settings, models, metrics, draw
+        self.settings, self.models, self.metrics, self.latency, self._draw = settings, models, metrics, latency, draw
         self._queue: asyncio.Queue[ShadowCall] = asyncio.Queue(settings.queue_size)
         self._workers: list[asyncio.Task] = []
         profile = load_profile(settings.profile) if settings.profile else None
@@ -120,8 +122,9 @@ class Shadow:
 
     async def _ask(self, call: ShadowCall) -> RerankResponse:
         client = await self.models.client(self.settings.model)
-        return await client.rerank(call.query, call.texts, instruction=call.instruction,
-                                   max_tokens_per_doc=call.max_tokens_per_doc)
+        with self.latency.timed(self.settings.model):
+            return await client.rerank(call.query, call.texts, instruction=call.instruction,
+                                       max_tokens_per_doc=call.max_tokens_per_doc)
 
     def compare(self, primary: np.ndarray, candidate: np.ndarray) -> None:
         agreement = spearman(primary, candidate)

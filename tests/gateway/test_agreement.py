@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from gateway.agreement import spearman, top_k_overlap
 from gateway.settings import ShadowSettings
 from gateway.shadow import Shadow, ShadowMetrics
+from gateway.upstream import UpstreamLatency
 
 
 def test_top_k_overlap_is_the_shared_share_and_none_where_k_covers_every_document():
@@ -27,7 +28,8 @@ def test_spearman_of_reversed_and_equal_rankings():
 
 def test_a_call_with_no_more_documents_than_k_is_compared_but_not_in_the_overlap():
     registry = CollectorRegistry()
-    shadow = Shadow(ShadowSettings("candidate", top_k=2), models=None, metrics=ShadowMetrics(registry, "p", "c"))
+    shadow = Shadow(ShadowSettings("candidate", top_k=2), models=None, metrics=ShadowMetrics(registry, "p", "c"),
+                    latency=UpstreamLatency(registry))
     shadow.compare(np.array([0.9, 0.1]), np.array([0.1, 0.9]))  # two documents: top 2 is both
     shadow.compare(np.array([0.9, 0.8, 0.1]), np.array([0.9, 0.1, 0.8]))
     labels = {"primary": "p", "candidate": "c"}
