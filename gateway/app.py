@@ -9,6 +9,7 @@ off the request path (gateway.shadow), and GET /metrics exports the comparison.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,8 +21,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tritonclient.grpc import KeepAliveOptions
 from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE
+from tritonclient.utils import InferenceServerException
 
+from python_backends.contract import ErrorKind
 from reranker_client import AsyncRerankClient
+from reranker_client.server_errors import read_error
 
 from .errors import ApiError, handle_api_error, handle_http_error, handle_schema_error
 from .guard import Guard
@@ -36,6 +40,7 @@ from .upstream import UpstreamLatency
 # gRPC waits up to 120 s (1 s growing by 1.6x) between attempts to reconnect a channel whose server went away, so
 # a gateway stayed 503 for 15-20 s after Triton came back; an attempt at least every second ends that within ~1 s.
 RECONNECT_BACKOFF_MS = 1000
+log = logging.getLogger(__name__)
 
 
 def channel_args() -> list[tuple[str, object]]:
@@ -69,6 +74,17 @@ def _client(settings: Settings, model: str, url: str | None = None) -> AsyncRera
 
 
 
+async def check_candidate(models: TritonModels, candidate: str) -> None:
+    """A shadow candidate that its Triton does not serve is a start-up error (a typo would otherwise count every call
+    as failed); a Triton that does not answer yet is not: the calls count as failed until it does."""
+    try:
+        await models.client(candidate)
+    except Exception as error:  # noqa: BLE001 - only "no such model" stops the start
+        if isinstance(error, InferenceServerException) and read_error(error).kind is ErrorKind.NOT_LOADED:
+            raise RuntimeError(f"GATEWAY_SHADOW_MODEL '{candidate}': {error.message()}") from None
+        log.warning("shadow candidate %s not checked at start-up: %s", candidate, error)
+
+
 def create_app(settings: Settings | None = None, client: AsyncRerankClient | None = None,
                clients: dict[str, AsyncRerankClient] | None = None) -> FastAPI:
     """The app; `client` replaces the default model's client made from `settings` at start-up, `clients` those of
@@ -86,6 +102,7 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
             url = settings.shadow.triton_grpc_url
             if url is not None:  # the candidate on a server of its own
                 candidate_models = TritonModels(lambda model: _client(settings, model, url), given)
+            await check_candidate(candidate_models, settings.shadow.model)
             metrics = ShadowMetrics(registry, settings.triton_model, settings.shadow.model)
             shadow = Shadow(settings.shadow, candidate_models, metrics, latency)
             shadow.start()

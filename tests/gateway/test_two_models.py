@@ -335,11 +335,11 @@ def test_the_shadow_series_stay_at_full_agreement_for_the_same_model(workspace):
     assert values[key("gateway_shadow_top_k_overlap_sum", **labels)] == len(QUERIES)
 
 
-def test_a_failing_candidate_is_counted_and_the_callers_get_the_primarys_answers(workspace):
-    values = shadowed_series(workspace, "shadow-absent", GATEWAY_SHADOW_MODEL="absent")
-    labels = {"primary": "reranker", "candidate": "absent"}
-    assert values[key("gateway_shadow_calls_total", **labels, outcome="failed")] == len(QUERIES)
-    assert values[key("gateway_shadow_calls_total", **labels, outcome="compared")] == 0
+def test_a_shadow_candidate_the_server_does_not_serve_stops_the_gateways_start(workspace):
+    """A typo in GATEWAY_SHADOW_MODEL would otherwise count every shadow call as failed, and log nothing."""
+    with pytest.raises(RuntimeError) as failed:
+        shadow_gateway(workspace, "shadow-absent", GATEWAY_SHADOW_MODEL="absent")
+    assert "GATEWAY_SHADOW_MODEL 'absent': Request for unknown model: 'absent' is not found" in str(failed.value)
 
 
 def served_raw_scores(workspace: Workspace, model: str, pairs: Path) -> np.ndarray:
