@@ -165,7 +165,8 @@ ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
     ("GATEWAY_TIMEOUT_S", "timeout_s", "per Triton request, and for all of one /score call (504 past it)"),
     ("GATEWAY_HEALTH_TIMEOUT_S", "health_timeout_s", "/health answers 503 when Triton is slower"),
     ("GATEWAY_LOG_LEVEL", "log_level", "uvicorn's log level"),
-    ("GATEWAY_SHADOW_MODEL", "shadow.model", "a candidate ensemble sent a share of the default model's calls"),
+    ("GATEWAY_SHADOW_MODEL", "shadow.model", "a candidate ensemble sent a share of the default model's calls (one "
+     "its Triton does not serve stops the start)"),
     ("GATEWAY_SHADOW_FRACTION", "shadow.fraction", "the share of answered calls the candidate gets"),
     ("GATEWAY_SHADOW_TRITON_GRPC_URL", "shadow.triton_grpc_url", "where the candidate is served (default: Triton's)"),
     ("GATEWAY_SHADOW_QUEUE", "shadow.queue_size", "candidate calls waiting; one more is dropped and counted"),

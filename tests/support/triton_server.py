@@ -174,6 +174,8 @@ def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
             pass  # nothing was left
         server.process.wait()
     server.left_behind = LEDGER.remove_left_behind(group=group)
+    # start_server.sh's pid file for scripts/stop_server.sh, which names a server that is gone now
+    (server.log_path.parent / f"server-{server.http_url.rsplit(':', 1)[1]}.pid").unlink(missing_ok=True)
     return server.process.returncode
 
 
