@@ -15,6 +15,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUN_DIR="${RUN_DIR:-$ROOT/build}"
 GRACE_S="${GRACE_S:-60}"
 
+since() {  # since EPOCHREALTIME -> the seconds since then, to a tenth
+  awk -v start="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - start }'
+}
+
 stop_one() {  # stop_one PID_FILE
   local pid started
   read -r pid started < "$1"
@@ -24,9 +28,9 @@ stop_one() {  # stop_one PID_FILE
     return
   fi
   echo "stop_server: stopping tritonserver (pid $pid) ..."
-  local begin=$SECONDS
+  local begin=$SECONDS start=$EPOCHREALTIME
   while [ $((SECONDS - begin)) -lt "$GRACE_S" ]; do
-    [ -n "$(group_members "$pid")" ] || { rm -f "$1"; echo "stop_server: stopped in $((SECONDS - begin)) s"; return; }
+    [ -n "$(group_members "$pid")" ] || { rm -f "$1"; echo "stop_server: stopped in $(since "$start") s"; return; }
     sleep 0.2
   done
   # shellcheck disable=SC2046
