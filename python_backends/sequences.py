@@ -9,6 +9,8 @@ order, cheapest first; each names the tensor and the limit.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +47,19 @@ class SequenceBatch:
     @property
     def document_count(self) -> int:
         return int(self.documents.max()) + 1
+
+    @classmethod
+    def from_sequences(cls, token_ids: list[list[int]], token_type_ids: list[list[int]] | None,
+                       documents: Sequence[int]) -> "SequenceBatch":
+        """One request's sequences, as lists, flattened into the tensors that cross to the engine (no token types:
+        all zeros); `documents[i]` owns sequence i."""
+        flat_ids = _flat(token_ids)
+        return cls(
+            token_ids=flat_ids,
+            token_type_ids=np.zeros_like(flat_ids) if token_type_ids is None else _flat(token_type_ids),
+            lengths=np.asarray([len(ids) for ids in token_ids], dtype=np.int32),
+            documents=np.asarray(documents, dtype=np.int32),
+        )
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], limits: EngineLimits) -> "SequenceBatch":
@@ -131,6 +146,10 @@ class SequenceBatch:
         best = np.full(self.document_count, -np.inf, dtype=np.float32)
         np.maximum.at(best, owners, sequence_scores.astype(np.float32))
         return best
+
+
+def _flat(sequences: list[list[int]]) -> np.ndarray:
+    return np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int32, count=sum(map(len, sequences)))
 
 
 def _one_row(name: str, array: np.ndarray) -> np.ndarray:

@@ -3,7 +3,8 @@
 Steps prepare (``build``: checkpoints and workload; ``matmul``: the FLOP ceiling); load systems serve the same
 requests and report levels: ``triton`` (this ensemble), ``async_llm`` (the direct engine, the ceiling),
 ``engine_step`` (the ensemble's engine step without Triton), ``vllm_same`` / ``vllm_default`` (``vllm serve`` with
-the same settings / as a user starts it), ``hf`` (a transformers loop). Each runs in its own child process of benchmarks/run_gpu_benchmark.py with a time budget."""
+the same settings / as a user starts it), ``hf`` (a transformers loop). Each runs in its own child process of
+benchmarks/run_gpu_benchmark.py with a time budget."""
 
 from __future__ import annotations
 

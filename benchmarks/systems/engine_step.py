@@ -13,8 +13,6 @@ import asyncio
 import dataclasses
 import time
 
-import numpy as np
-
 from benchmarks.procs import log
 from benchmarks.settings import Settings
 from benchmarks.systems.async_llm import CPU_ENV, pooled
@@ -26,14 +24,10 @@ SPLIT_REQUESTS = 24  # requests sent each way, alternating which goes first
 
 
 def sequence_batch(token_ids: list[list[int]], types: list[list[int]] | None):
-    """One request's sequences as the preprocess step hands them on (its flat tensors)."""
+    """One request's sequences as the preprocess step hands them on (one document each)."""
     from python_backends.sequences import SequenceBatch
 
-    flat = np.fromiter((t for ids in token_ids for t in ids), dtype=np.int32)
-    flat_types = np.zeros_like(flat) if types is None else np.fromiter((t for ts in types for t in ts), dtype=np.int32)
-    return SequenceBatch(token_ids=flat, token_type_ids=flat_types,
-                         lengths=np.asarray([len(ids) for ids in token_ids], dtype=np.int32),
-                         documents=np.arange(len(token_ids), dtype=np.int32))
+    return SequenceBatch.from_sequences(token_ids, types, range(len(token_ids)))
 
 
 def run(s: Settings, result: dict, pgid_file=None) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import itertools
 import os
 import threading
 from dataclasses import dataclass
@@ -111,14 +110,7 @@ class Preprocessor:
             raise InvalidRequest(f"QUERY: {exc}", "QUERY") from None
         except EmptyTextError as exc:
             raise empty_text_error(exc.name) from None
-        flat_ids = _flat(encoded.token_ids)
-        flat_types = np.zeros_like(flat_ids) if encoded.token_type_ids is None else _flat(encoded.token_type_ids)
-        sequences = SequenceBatch(
-            token_ids=flat_ids,
-            token_type_ids=flat_types,
-            lengths=np.asarray(encoded.lengths, dtype=np.int32),
-            documents=np.asarray(encoded.document_index, dtype=np.int32),
-        )
+        sequences = SequenceBatch.from_sequences(encoded.token_ids, encoded.token_type_ids, encoded.document_index)
         return Preprocessed(sequences, truncated=encoded.truncated)
 
     def __call__(
@@ -158,10 +150,6 @@ class Preprocessor:
             self.admission.give_back(cost)
             if _input_bytes(raw) > TRIM_AFTER_BYTES:
                 release_memory()
-
-
-def _flat(sequences: list[list[int]]) -> np.ndarray:
-    return np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int32, count=sum(map(len, sequences)))
 
 
 def _input_bytes(raw: RequestTensors) -> int:
