@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from python_backends.model_repository import ENGINE, REPOSITORY, config_path, copy_with_variant, read_config
 from reranker_client import RerankClient
-from reranker_model.repository import ENGINE, REPOSITORY, config_path, copy_with_variant, read_config
 from tests.support.triton_server import start_server, stop_server
 
 VARIANT = "worker-process"

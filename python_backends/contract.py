@@ -2,14 +2,16 @@
 optional, and where the server's limits live. docs/CONTRACT.md is this module in prose.
 
 Read by the steps, the client (reranker_client), the gateway and the load tests, so none of them spells a tensor
-name, a limit or the TOP_N rule of its own. The limits are not copied here: they are parameters of
-rerank_preprocess's config.pbtxt, read by `RequestLimits.from_model_config` from the config as the preprocess step
-gets it at load, and as a client gets it from the running server (`GET /v2/models/rerank_preprocess/config`, or gRPC
-ModelConfig). Standard library only: the locust image imports it without numpy.
+name, a limit or the TOP_N rule of its own. The limits are not copied here: the request limits are parameters of
+rerank_preprocess's config, and max_model_len is the engine's (its `engine_args`, the variant's one statement of it).
+`RequestLimits.from_model_configs` reads them from the two configs, as the preprocess step gets them at load and as a
+client gets them from the running server (`GET /v2/models/<step>/config`, or gRPC ModelConfig). Standard library
+only: the locust image imports it without numpy.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -18,7 +20,6 @@ from typing import Any
 
 
 MODEL_NAME = "reranker"  # the ensemble clients call
-LIMITS_MODEL_NAME = "rerank_preprocess"  # the step whose config.pbtxt parameters hold the request limits
 
 # What went wrong with a request travels with its error, in one form every reader shares (`server_error`): Triton's
 # status where it tells enough, and where it does not, a tag that opens the message, `[kind]` or `[kind FIELD]`
@@ -163,7 +164,7 @@ INT32_MAX = 2**31 - 1
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """The request limits the server enforces, as rerank_preprocess's config.pbtxt parameters state them."""
+    """The request limits the server enforces: rerank_preprocess's parameters, and the engine's max_model_len."""
 
     max_documents: int  # documents per request
     max_document_bytes: int  # UTF-8 bytes per document
@@ -172,24 +173,45 @@ class RequestLimits:
     max_model_len: int = field(metadata={"minimum": 8})
 
     @classmethod
-    def from_model_config(cls, config: Mapping[str, Any]) -> RequestLimits:
-        """From the model configuration as Triton hands it to the step (`args["model_config"]`, parsed) and serves
-        it: HTTP's JSON, or gRPC's `as_json=True` answer (the same object under a "config" key)."""
-        config = config.get("config", config)
-        parameters = config.get("parameters") or {}
-        model = config.get("name", LIMITS_MODEL_NAME)
-        values = {}
+    def from_model_configs(cls, preprocess: Mapping[str, Any], engine: Mapping[str, Any]) -> RequestLimits:
+        """From the preprocess step's and the engine's model configurations, as Triton hands them to a step
+        (`args["model_config"]`, parsed) and serves them: HTTP's JSON, or gRPC's `as_json=True` answer (the same
+        object under a "config" key)."""
+        preprocess, engine = preprocess.get("config", preprocess), engine.get("config", engine)
+        values = {name: _parameter(preprocess, name) for name in (f.name for f in fields(cls)) if name != "max_model_len"}
+        engine_args = _parameter(engine, "engine_args", json.loads)
+        values["max_model_len"] = engine_args.get("max_model_len") if isinstance(engine_args, dict) else None
         for limit in fields(cls):
-            name, minimum = limit.name, limit.metadata.get("minimum", 1)
-            entry = parameters.get(name)
-            raw = entry.get("string_value") if isinstance(entry, Mapping) else None
-            try:
-                values[name] = int(str(raw).strip())
-            except ValueError:
-                raise ValueError(f"model {model!r}: configuration parameter {name!r} is {raw!r}, not an integer") from None
-            if values[name] < minimum:
-                raise ValueError(f"model {model!r}: configuration parameter {name!r} must be >= {minimum}, got {values[name]}")
+            model = (engine if limit.name == "max_model_len" else preprocess).get("name", "?")
+            value, minimum = values[limit.name], limit.metadata.get("minimum", 1)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"model {model!r}: configuration parameter {limit.name!r} is {value!r}, not an integer")
+            if value < minimum:
+                raise ValueError(f"model {model!r}: configuration parameter {limit.name!r} must be >= {minimum}, got {value}")
         return cls(**values)
+
+
+def limit_models(ensemble_config: Mapping[str, Any]) -> tuple[str, str]:
+    """The steps whose configs hold an ensemble's request limits, from its config (JSON form, either shape): the
+    preprocess step (it takes QUERY) and the engine (it takes TOKEN_IDS). A second model served beside `reranker`
+    (NAME_preprocess -> NAME_engine -> NAME_calibrate) so gets its own limits, not the default's."""
+    config = ensemble_config.get("config", ensemble_config)
+    steps = config.get("ensemble_scheduling", {}).get("step", [])
+    found = [next((step["model_name"] for step in steps if tensor in step.get("input_map", {})), None)
+             for tensor in (QUERY, "TOKEN_IDS")]
+    if None in found:
+        raise ValueError(f"{config.get('name', '?')} is not an ensemble whose steps take QUERY and TOKEN_IDS")
+    return found[0], found[1]
+
+
+def _parameter(config: Mapping[str, Any], name: str, parse=int) -> Any:
+    """A string parameter of a config in JSON form, parsed; the raw text (or None) where it does not parse."""
+    entry = (config.get("parameters") or {}).get(name)
+    raw = entry.get("string_value") if isinstance(entry, Mapping) else None
+    try:
+        return parse(str(raw).strip())
+    except ValueError:
+        return raw
 
 
 def ranking_length(top_n: int | None, n_documents: int) -> int:

@@ -32,6 +32,10 @@ class ModelParameters:
         values = {key: entry.get("string_value", "") for key, entry in raw.items()}
         return cls(str(config.get("name", "?")), values)
 
+    def values(self) -> dict[str, str]:
+        """Every parameter, as written."""
+        return dict(self._values)
+
     def _raw(self, key: str) -> str:
         if key not in self._values:
             raise ConfigError(f"model '{self.model_name}': config.pbtxt has no parameter '{key}'")

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from python_backends.contract import RequestLimits
+from python_backends.contract import RequestLimits, limit_models
 
 from .merging import merge
 from .options import MODEL_NAME, ClientOptions, chunk_errors
@@ -49,13 +49,16 @@ class AsyncRerankClient(ClientOptions[Awaitable[RerankResponse]]):
             self.client = self.module.InferenceServerClient(url)
 
     async def limits(self) -> RequestLimits:
-        """The server's request limits, read from its model configuration once and remembered."""
+        """The server's request limits, read from the configs of the ensemble's preprocess step and engine once and
+        remembered."""
         if self._limits is None:
-            config = await call_with_retry_async(
-                lambda: self.client.get_model_config(**self._config_kwargs()), self.retry, self._sleep
-            )
-            self._remember(config)
+            preprocess, engine = limit_models(await self._config(self.model_name))
+            self._limits = RequestLimits.from_model_configs(await self._config(preprocess), await self._config(engine))
         return self._limits
+
+    async def _config(self, model_name: str) -> dict[str, Any]:
+        return await call_with_retry_async(lambda: self.client.get_model_config(**self._config_kwargs(model_name)),
+                                           self.retry, self._sleep)
 
     async def _infer(self, plan: RerankPlan, chunk: Chunk, limit: asyncio.Semaphore) -> ParsedResponse:
         inputs, outputs, kwargs = self._request(plan, chunk)

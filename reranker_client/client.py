@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from python_backends.contract import RequestLimits
+from python_backends.contract import RequestLimits, limit_models
 
 from .merging import merge
 from .options import MODEL_NAME, ClientOptions, chunk_errors
@@ -63,11 +63,16 @@ class RerankClient(ClientOptions[RerankResponse]):
         return client
 
     def limits(self) -> RequestLimits:
-        """The server's request limits, read from its model configuration once and remembered."""
+        """The server's request limits, read from the configs of the ensemble's preprocess step and engine once and
+        remembered."""
         if self._limits is None:
-            config = call_with_retry(lambda: self.client.get_model_config(**self._config_kwargs()), self.retry, self._sleep)
-            self._remember(config)
+            preprocess, engine = limit_models(self._config(self.model_name))
+            self._limits = RequestLimits.from_model_configs(self._config(preprocess), self._config(engine))
         return self._limits
+
+    def _config(self, model_name: str) -> dict[str, Any]:
+        return call_with_retry(lambda: self.client.get_model_config(**self._config_kwargs(model_name)), self.retry,
+                               self._sleep)
 
     def _infer(self, plan: RerankPlan, chunk: Chunk, pooled: bool = False) -> ParsedResponse:
         inputs, outputs, kwargs = self._request(plan, chunk)

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import LIMITS_MODEL_NAME, MODEL_NAME, RequestLimits
+from python_backends.contract import MODEL_NAME, RequestLimits
 
 from .merging import rebase_error
 from .planning import Chunk, RerankPlan, plan_rerank
@@ -23,7 +23,8 @@ Reply = TypeVar("Reply")  # what `rerank` returns: a RerankResponse, or for the 
 
 class ClientOptions(Generic[Reply]):
     """`max_documents_per_request=None` (the default) splits at the server's own `max_documents`, learned from
-    its model configuration on the first call (`limits`), so the client holds no copy of a server limit.
+    its model configurations on the first call (`limits`: the ensemble's, then its preprocess step's and its
+    engine's), so the client holds no copy of a server limit.
 
     The sync and async clients take these same arguments and offer the same `rerank`; each says which tritonclient
     flavour it drives and how it runs a call's requests (`_rerank`)."""
@@ -42,7 +43,6 @@ class ClientOptions(Generic[Reply]):
         backoff_s: float = 0.1,
         max_backoff_s: float = 2.0,
         timeout_s: float | None = None,
-        limits_model_name: str = LIMITS_MODEL_NAME,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -56,7 +56,6 @@ class ClientOptions(Generic[Reply]):
         self.max_concurrency = max_concurrency
         self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
         self.timeout_s = timeout_s
-        self.limits_model_name = limits_model_name  # the preprocess step of model_name's ensemble
         self._limits: RequestLimits | None = None
 
     def rerank(
@@ -79,13 +78,9 @@ class ClientOptions(Generic[Reply]):
         """Run one call: `plan_for(max_documents_per_request)` plans it once the server's limit is known."""
         raise NotImplementedError
 
-    def _config_kwargs(self) -> dict[str, Any]:
-        """Arguments of `get_model_config` for the limits model: gRPC answers a protobuf unless asked for JSON."""
-        return {"model_name": self.limits_model_name, **({"as_json": True} if self.protocol == "grpc" else {})}
-
-    def _remember(self, config: dict[str, Any]) -> RequestLimits:
-        self._limits = RequestLimits.from_model_config(config)
-        return self._limits
+    def _config_kwargs(self, model_name: str) -> dict[str, Any]:
+        """Arguments of `get_model_config`: gRPC answers a protobuf unless asked for JSON."""
+        return {"model_name": model_name, **({"as_json": True} if self.protocol == "grpc" else {})}
 
     def _split_at(self, limits: RequestLimits) -> int:
         if self.max_documents_per_request is None:

@@ -15,7 +15,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .repository import ENSEMBLE, STEPS, config_path, read_config, variant_file, write_config
+from python_backends.model_repository import (
+    CALIBRATE, CALIBRATION_PROFILE, DEFAULT, ENGINE, ENGINE_CONFIG, ENSEMBLE, STEPS, config_path, engine_reference,
+    read_config, set_parameters, variant_file, write_config,
+)
 
 ADAPTER = Path("1") / "model.py"
 
@@ -47,12 +50,15 @@ class Beside:
         for step, name in names.items():
             config = read_config(config_path(self.repository, step, self.variant, fallback=False))
             config.name = name
+            if ENGINE_CONFIG in config.parameters:  # each step is its folder's config.pbtxt there
+                set_parameters(config, {ENGINE_CONFIG: engine_reference(DEFAULT, names[ENGINE])})
             folder = self.out / name
             (folder / ADAPTER.parent).mkdir(parents=True, exist_ok=True)
             written.append(write_config(variant_file(self.out, name), config, self.header()))
             written.append(Path(shutil.copyfile(self.repository / step / ADAPTER, folder / ADAPTER)))
-            if "calibration_profile" in config.parameters:
-                written.append(self._copy_profile(step, folder, config.parameters["calibration_profile"].string_value))
+            if CALIBRATION_PROFILE in config.parameters:  # the engine's file names it, under the calibrate step
+                relative = config.parameters[CALIBRATION_PROFILE].string_value
+                written.append(self._copy_profile(self.out / names[CALIBRATE], relative))
         ensemble = read_config(variant_file(self.repository, ENSEMBLE))
         ensemble.name = self.name
         for step in ensemble.ensemble_scheduling.step:
@@ -61,7 +67,7 @@ class Beside:
         written.insert(0, write_config(variant_file(self.out, self.name), ensemble, self.header()))
         return written
 
-    def _copy_profile(self, step: str, folder: Path, relative: str) -> Path:
+    def _copy_profile(self, folder: Path, relative: str) -> Path:
         target = folder / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        return Path(shutil.copyfile(self.repository / step / relative, target))
+        return Path(shutil.copyfile(self.repository / CALIBRATE / relative, target))

@@ -20,10 +20,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .checkpoint import PROBE_DOCUMENT as _DOC, PROBE_QUERY as _QUERY, SCORE_TYPES, ModelCheck, RefusedModel, check_model, vllm_support
-from .repository import (
-    ENGINE, PREPROCESS, REPOSITORY, config_path, engine_args as configured_engine_args, read_config, variant_file,
+from python_backends.model_repository import (
+    ENGINE, REPOSITORY, config_path, engine_args as configured_engine_args, read_config, variant_file,
 )
+
+from .checkpoint import PROBE_DOCUMENT as _DOC, PROBE_QUERY as _QUERY, SCORE_TYPES, ModelCheck, RefusedModel, check_model, vllm_support
 
 PROBE_QUERY = "What is the capital of France?"
 PROBE_PAIR = f"{_QUERY!r} / {_DOC!r}"
@@ -146,8 +147,8 @@ def _max_model_len(args: argparse.Namespace, model: ModelCheck) -> int:
 
 def _replaced_length(repository: Path, name: str) -> int | None:
     """The max_model_len of the variant `add --force` replaces, if there is one."""
-    path = variant_file(repository, PREPROCESS, name)
-    return int(read_config(path).parameters["max_model_len"].string_value) if path.is_file() else None
+    path = variant_file(repository, ENGINE, name)
+    return int(configured_engine_args(read_config(path))["max_model_len"]) if path.is_file() else None
 
 
 def _gpu_bytes() -> int | None:

@@ -19,18 +19,18 @@ from typing import Any
 import numpy as np
 
 from python_backends.engine import AsyncEngine, Deadline, EngineSettings, SequenceBatch
+from python_backends.model_repository import PREPROCESS, VariantModel, config_dict, config_path
 from python_backends.preprocess.settings import PreprocessSettings
 from python_backends.preprocess.step import Preprocessor
 from python_backends.triton_params import ModelParameters
 
-from .repository import ENGINE, PREPROCESS, config_dict, config_path
-
 
 @contextmanager
-def open_steps(preprocess_config: dict[str, Any], engine_config: dict[str, Any]) -> Iterator[tuple[Preprocessor, AsyncEngine]]:
-    """The preprocess and the engine of two step configs (as Triton passes them), the engine closed on exit."""
-    preprocess = Preprocessor.from_settings(PreprocessSettings.from_model_config(preprocess_config))
-    engine = AsyncEngine(EngineSettings.from_parameters(ModelParameters.from_model_config(engine_config)))
+def open_steps(preprocess_config: dict[str, Any], variant: VariantModel) -> Iterator[tuple[Preprocessor, AsyncEngine]]:
+    """The preprocess of a step config (as Triton passes it) and the engine of the variant's engine config, the
+    engine closed on exit."""
+    preprocess = Preprocessor.from_settings(PreprocessSettings.from_model_config(preprocess_config, variant))
+    engine = AsyncEngine(EngineSettings.from_parameters(ModelParameters.from_model_config(variant.engine_config)))
     try:
         yield preprocess, engine
     finally:
@@ -39,7 +39,8 @@ def open_steps(preprocess_config: dict[str, Any], engine_config: dict[str, Any])
 
 def open_variant(repository: Path, name: str) -> Any:
     """The preprocess and engine of variant `name` of `repository`."""
-    return open_steps(*(config_dict(config_path(repository, step, name, fallback=False)) for step in (PREPROCESS, ENGINE)))
+    preprocess_config = config_dict(config_path(repository, PREPROCESS, name, fallback=False))
+    return open_steps(preprocess_config, VariantModel.for_step(repository / PREPROCESS, preprocess_config))
 
 
 def raw_scores(preprocess: Preprocessor, engine: AsyncEngine, query: str, documents: list[str],

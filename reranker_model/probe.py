@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 from google.protobuf import json_format
 
+from python_backends.model_repository import ENGINE, PREPROCESS, VariantModel
+
 from .checkpoint import ModelCheck
 from .offline import open_steps, raw_scores
 from .variant import VariantSpec, step_configs
@@ -22,7 +24,8 @@ def probe_lines(model: ModelCheck, repository: Path, query: str, documents: list
     spec = VariantSpec("check", model, min(model.length_limit, PROBE_MAX_LEN), gpu=gpu)
     configs = {step: json_format.MessageToDict(config, preserving_proto_field_name=True)
                for step, config in step_configs(spec, repository).items()}
-    with open_steps(configs["rerank_preprocess"], configs["rerank_engine"]) as (preprocess, engine):
+    variant = VariantModel(Path("(the probe's engine config)"), configs[ENGINE])
+    with open_steps(configs[PREPROCESS], variant) as (preprocess, engine):
         scores = raw_scores(preprocess, engine, query, documents)
         lines = [f"engine: loaded on {'GPU' if gpu else 'CPU'} in {engine.start_seconds:.1f} s, task "
                  f"{engine.kind.task}, max_model_len {engine.limits.max_model_len}"]

@@ -1,5 +1,6 @@
 """`reranker-model add`: one variant of the three steps (configs/<NAME>.pbtxt of rerank_preprocess, rerank_engine and
-rerank_calibrate) written from one description, so the checkpoint and max_model_len cannot disagree between steps.
+rerank_calibrate) written from one description. The engine's file states the checkpoint, max_model_len and the
+profile; the other two name that file (`engine_config`) and read them from there.
 
 Each file is the step's config.pbtxt parsed with protobuf and re-serialized by text_format with the variant's values;
 the reasons for each setting stay in the commented config.pbtxt and configs/gpu.pbtxt. The first line of every file
@@ -19,8 +20,9 @@ from typing import Any
 from python_backends.calibrate.profile_schema import dump_profile, load_profile, profile_from_dict
 
 from .checkpoint import SCORE_TYPES, ModelCheck
-from .repository import (
-    DEFAULT, ENSEMBLE, STEPS, config_path, engine_args as repository_engine_args, read_config, set_parameters, variant_file, write_config,
+from python_backends.model_repository import (
+    CALIBRATION_PROFILE, DEFAULT, ENGINE_CONFIG, ENSEMBLE, STEPS, config_path, engine_args as repository_engine_args,
+    engine_reference, read_config, set_parameters, variant_file, write_config,
 )
 
 # One GPU's engine, as the committed GPU variants run it: compiled, bf16, 85% of the GPU's memory, small requests
@@ -74,14 +76,14 @@ def step_configs(spec: VariantSpec, repository: Path) -> dict[str, Any]:
     """The three steps' configs of the variant, as ModelConfig messages."""
     configs = {step: read_config(config_path(repository, step)) for step in STEPS}
     preprocess, engine, calibrate = configs.values()
-    reference = spec.model.reference
-    set_parameters(preprocess, {"model": reference, "max_model_len": str(spec.max_model_len)})
+    for config in (preprocess, calibrate):
+        set_parameters(config, {ENGINE_CONFIG: engine_reference(spec.name)})
     if not spec.gpu:  # the base's budget is one request of max_documents x max_model_len
         budget = int(preprocess.parameters["max_documents"].string_value) * spec.max_model_len
         set_parameters(preprocess, {"batch_token_budget": str(budget)})
     base_args = repository_engine_args(engine)
-    set_parameters(engine, {"engine_args": json.dumps(engine_args(spec, base_args)), "model_sha256": "{}"})
-    set_parameters(calibrate, {"model": reference, "calibration_profile": spec.profile_file})
+    set_parameters(engine, {"engine_args": json.dumps(engine_args(spec, base_args)), "model_sha256": "{}",
+                            CALIBRATION_PROFILE: spec.profile_file})
     if spec.gpu:
         for step, values in GPU_PARAMETERS.items():
             set_parameters(configs[step], values)

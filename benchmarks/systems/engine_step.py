@@ -33,7 +33,7 @@ def sequence_batch(token_ids: list[list[int]], types: list[list[int]] | None):
 def run(s: Settings, result: dict, pgid_file=None) -> None:
     from python_backends.engine import AsyncEngine, Deadline, EngineSettings
     from python_backends.triton_params import ModelParameters
-    from reranker_model.repository import ENGINE, REPOSITORY, config_dict, config_path
+    from python_backends.model_repository import ENGINE, REPOSITORY, config_dict, config_path
 
     work = Workload(s)
     deadline = time.monotonic() + s.budgets["engine_step"] - 15

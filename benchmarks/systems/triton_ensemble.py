@@ -1,7 +1,7 @@
 """This repository's `reranker` ensemble through Triton gRPC, on the COMMITTED GPU configuration, unchanged:
 ``tritonserver --model-config-name=<variant>`` on ``model_repository/``, the model id resolved from the HF cache the
 build step filled (HF_HOME, HF_HUB_OFFLINE=1 in the server's environment). Only a sweep point (one override) or a
-CPU run gets a copy of the repository with a variant written by protobuf (reranker_model/repository.py).
+CPU run gets a copy of the repository with a variant written by protobuf (python_backends/model_repository.py).
 
 The probe requests go over gRPC and over HTTP (KServe v2 JSON): both raw scores are kept, for the cross-check
 against the direct AsyncLLM. Per level, Triton's statistics give each step's share of the request time; at the end
@@ -24,7 +24,7 @@ from benchmarks.systems import overload, perf_analyzer, triton_stats
 from benchmarks.systems.common import drive
 from benchmarks.workload import Workload
 from loadtest import payload
-from reranker_model.repository import ENGINE, config_path, copy_with_variant
+from python_backends.model_repository import ENGINE, config_path, copy_with_variant
 from tools.local_server import free_port, http_ok
 
 BENCH_CONFIG = "bench"
@@ -39,11 +39,8 @@ def repository(s: Settings) -> tuple[Path, str]:
         return ROOT / "model_repository", s.variant
     override = {**(engine_config.CPU_ENGINE if s.device == "cpu" else {}), **s.override}
     kind = "KIND_CPU" if s.device == "cpu" else None
-    # the preprocess step cuts prompts at the engine's max_model_len: the two must agree
-    same_len = {("rerank_preprocess", "max_model_len"): str(override["max_model_len"])} \
-        if "max_model_len" in override else None
-    repo = copy_with_variant(s.work / f"repo-{s.point}", BENCH_CONFIG, base=s.variant, parameters=same_len,
-                             engine_override=override, engine_kind=kind)
+    repo = copy_with_variant(s.work / f"repo-{s.point}", BENCH_CONFIG, base=s.variant, engine_override=override,
+                             engine_kind=kind)
     return repo, BENCH_CONFIG
 
 

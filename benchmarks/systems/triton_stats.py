@@ -10,7 +10,7 @@ from __future__ import annotations
 import urllib.request
 
 from benchmarks.procs import http_json
-from reranker_model.repository import ENSEMBLE, STEPS
+from python_backends.model_repository import ENSEMBLE, STEPS
 
 TRITON_MODELS = (ENSEMBLE, *STEPS)
 # the engine's seconds counter sums every request handed to vLLM, whatever its outcome: divide by all of them;

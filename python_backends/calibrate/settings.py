@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..families import detect_model
+from ..model_repository import VariantModel
 from ..model_source import resolve_model
 from ..triton_params import ModelParameters
 
 
 @dataclass(frozen=True)
 class CalibrateSettings:
-    """The step's parameters: the served checkpoint (same reference as rerank_preprocess and rerank_engine),
-    whose score type the profile must match, the profile file, the document limit and the drift window."""
+    """The step's settings: the served checkpoint and its profile file (the variant's engine file states both),
+    the checkpoint's score type, which the profile must match, the document limit and the drift window."""
 
     model: str
     score_type: str
@@ -22,12 +26,20 @@ class CalibrateSettings:
     drift_window: int
 
     @classmethod
-    def from_parameters(cls, params: ModelParameters, model_dir: Path) -> "CalibrateSettings":
-        model = params.text("model")
+    def from_args(cls, args: Mapping[str, str]) -> "CalibrateSettings":
+        """From what Triton passes to `initialize`: the step's config and folder, and through them its variant."""
+        config, model_dir = json.loads(args["model_config"]), Path(args["model_repository"])
+        return cls.from_model_config(config, model_dir, VariantModel.for_step(model_dir, config))
+
+    @classmethod
+    def from_model_config(cls, config: Mapping[str, Any], model_dir: Path, variant: VariantModel) -> "CalibrateSettings":
+        """From the step's model configuration, its folder (profile paths are under it) and the variant it serves,
+        whose engine file states the checkpoint and its profile."""
+        params = ModelParameters.from_model_config(config)
         return cls(
-            model=model,
-            score_type=detect_model(resolve_model(model)).score_type,  # from the checkpoint's own config.json
-            profile_path=model_dir / params.text("calibration_profile"),
+            model=variant.model,
+            score_type=detect_model(resolve_model(variant.model)).score_type,  # from the checkpoint's own config.json
+            profile_path=model_dir / variant.calibration_profile,
             max_documents=params.integer("max_documents", minimum=1),
             drift_window=params.integer("drift_window", minimum=1),
         )

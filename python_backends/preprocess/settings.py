@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..contract import RequestLimits
 from ..families import ModelFamily, detect_model
+from ..model_repository import VariantModel
 from ..model_source import resolve_model
 from ..triton_params import ConfigError, ModelParameters
 
@@ -26,19 +28,25 @@ class PreprocessSettings:
     tokenizer_threads: int  # the Rust tokenizer's thread pool; 0: its own default, one thread per core
 
     @classmethod
-    def from_model_config(cls, model_config: Mapping[str, Any] | str) -> "PreprocessSettings":
-        """From the model configuration Triton passes to `initialize` (a JSON string or its dict)."""
-        config = json.loads(model_config) if isinstance(model_config, str) else model_config
+    def from_args(cls, args: Mapping[str, str]) -> "PreprocessSettings":
+        """From what Triton passes to `initialize`: the step's config and folder, and through them its variant."""
+        config = json.loads(args["model_config"])
+        return cls.from_model_config(config, VariantModel.for_step(Path(args["model_repository"]), config))
+
+    @classmethod
+    def from_model_config(cls, config: Mapping[str, Any], variant: VariantModel) -> "PreprocessSettings":
+        """From the step's model configuration (as Triton passes it, parsed) and the variant it serves, whose engine
+        file states the checkpoint and max_model_len."""
         params = ModelParameters.from_model_config(config)
         mode = params.text("long_documents")
         if mode not in LONG_DOCUMENTS:
             raise ConfigError(f"model '{params.model_name}': long_documents must be 'truncate' or 'window', got '{mode}'")
         windowed = mode == "window"
-        model = resolve_model(params.text("model"))
+        model = resolve_model(variant.model)
         return cls(
             model=model,
             family=detect_model(model).family,
-            limits=RequestLimits.from_model_config(config),
+            limits=RequestLimits.from_model_configs(config, variant.engine_config),
             window_overlap=params.integer("window_overlap_tokens", minimum=0) if windowed else None,
             max_windows=params.integer("max_windows_per_document", minimum=1) if windowed else 1,
             batch_token_budget=params.integer("batch_token_budget", minimum=1),

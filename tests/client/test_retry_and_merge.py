@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
+from python_backends.contract import RequestLimits, limit_models
+from python_backends.model_repository import ENGINE, ENSEMBLE, PREPROCESS, REPOSITORY, config_dict, config_path
 from reranker_client import AsyncRerankClient, RerankClient, RetryPolicy, is_retryable
-from python_backends.contract import RequestLimits
 from reranker_client.merging import merge, rebase_error
 from reranker_client.planning import plan_rerank, split_sizes
 from reranker_client.wire import ParsedResponse
@@ -42,17 +44,9 @@ class FakeResult:
         return self.arrays[name]
 
 
-# rerank_preprocess's configuration as Triton's HTTP endpoint serves it (gRPC's as_json wraps it in "config")
-PREPROCESS_CONFIG = {
-    "name": "rerank_preprocess",
-    "parameters": {
-        "max_documents": {"string_value": "1024"},
-        "max_document_bytes": {"string_value": "65536"},
-        "max_query_bytes": {"string_value": "4096"},
-        "max_model_len": {"string_value": "256"},
-        "long_documents": {"string_value": "truncate"},
-    },
-}
+# The ensemble's, the preprocess step's and the engine's configurations as Triton's HTTP endpoint serves them (gRPC's
+# as_json wraps each in "config"): the committed default ones
+CONFIGS = {name: config_dict(config_path(REPOSITORY, name)) for name in (ENSEMBLE, PREPROCESS, ENGINE)}
 
 
 class StubTriton:
@@ -92,7 +86,7 @@ class StubTriton:
 
     def get_model_config(self, model_name, as_json=False):
         self.config_calls.append((model_name, as_json))
-        return self._maybe_async({"config": PREPROCESS_CONFIG} if as_json else PREPROCESS_CONFIG)
+        return self._maybe_async({"config": CONFIGS[model_name]} if as_json else CONFIGS[model_name])
 
     def close(self):
         return asyncio.sleep(0) if self.asynchronous else None
@@ -142,7 +136,8 @@ def test_unavailable_twice_then_an_answer(kind, protocol, error):
     assert len(waits) == 2
     assert 0.05 <= waits[0] <= 0.1 and 0.1 <= waits[1] <= 0.2  # exponential backoff, jittered down to half
     assert stub.requested[0] == ["SCORES", "RAW_SCORES", "RANKING", "TRUNCATED", "CALIBRATION"]
-    assert stub.config_calls == [("rerank_preprocess", protocol == "grpc")]  # the limits, read once
+    # the limits, read once: the ensemble's config names the two steps that hold them
+    assert stub.config_calls == [(name, protocol == "grpc") for name in (ENSEMBLE, PREPROCESS, ENGINE)]
 
 
 def test_a_split_call_does_not_ask_for_the_servers_ranking(kind):
@@ -151,13 +146,15 @@ def test_a_split_call_does_not_ask_for_the_servers_ranking(kind):
     assert response.requests == 2
 
 
-def test_request_limits_from_the_model_configuration():
+def test_request_limits_from_the_model_configurations():
     limits = RequestLimits(max_documents=1024, max_document_bytes=65536, max_query_bytes=4096, max_model_len=256)
-    assert RequestLimits.from_model_config(PREPROCESS_CONFIG) == limits
-    assert RequestLimits.from_model_config({"config": PREPROCESS_CONFIG}) == limits
-    broken = {"name": "rerank_preprocess", "parameters": {**PREPROCESS_CONFIG["parameters"], "max_model_len": {}}}
-    with pytest.raises(ValueError, match="model 'rerank_preprocess': configuration parameter 'max_model_len' is None"):
-        RequestLimits.from_model_config(broken)
+    assert limit_models(CONFIGS[ENSEMBLE]) == limit_models({"config": CONFIGS[ENSEMBLE]}) == (PREPROCESS, ENGINE)
+    assert RequestLimits.from_model_configs(CONFIGS[PREPROCESS], CONFIGS[ENGINE]) == limits
+    assert RequestLimits.from_model_configs({"config": CONFIGS[PREPROCESS]}, {"config": CONFIGS[ENGINE]}) == limits
+    broken = json.loads(json.dumps(CONFIGS[ENGINE]))
+    broken["parameters"]["engine_args"]["string_value"] = '{"model": "m"}'
+    with pytest.raises(ValueError, match="model 'rerank_engine': configuration parameter 'max_model_len' is None"):
+        RequestLimits.from_model_configs(CONFIGS[PREPROCESS], broken)
 
 
 @pytest.mark.parametrize("protocol,error", [("grpc", INVALID_GRPC), ("http", INVALID_HTTP)])

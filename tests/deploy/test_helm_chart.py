@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import yaml
 
-from reranker_model.repository import ENGINE, config_path, read_config
+from python_backends.model_repository import ENGINE, config_path, read_config
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "reranker"

@@ -9,7 +9,7 @@ import pytest
 
 from python_backends.engine import AsyncEngine, EngineSettings
 from python_backends.triton_params import ModelParameters
-from reranker_model.repository import REPOSITORY, config_dict, config_path
+from python_backends.model_repository import REPOSITORY, config_dict, config_path
 from tests.support.loading import one_load_at_a_time
 from tests.support.tiny_models import session_models
 

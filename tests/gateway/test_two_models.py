@@ -234,8 +234,7 @@ def test_each_documented_command_prints_what_the_page_shows(workspace, index):
 
 
 def client_of(workspace: Workspace, model: str, protocol: str) -> RerankClient:
-    limits = "rerank_preprocess" if model == "reranker" else f"{model}_preprocess"
-    return RerankClient(workspace.server.url(protocol), protocol=protocol, model_name=model, limits_model_name=limits)
+    return RerankClient(workspace.server.url(protocol), protocol=protocol, model_name=model)
 
 
 def raw_scores(workspace: Workspace, model: str, query: str, documents: list[str]) -> np.ndarray:

@@ -9,7 +9,7 @@ Run by hand on a GPU host, never in CI (pytest does not collect this file).
   and weights rounded to float16) to show what the float16 copy alone changes.
 - default (the GPU host, after ``tools/offline_gpu/install_kit.sh``): unpacks the float16 copy placed there as
   ``.gpu/minilm`` (tests/gpu/pack_minilm.py), copies ``model_repository/`` and writes the config variant
-  ``configs/gpucheck.pbtxt`` with protobuf (reranker_model/repository.py: from config.pbtxt, rerank_engine
+  ``configs/gpucheck.pbtxt`` with protobuf (python_backends/model_repository.py: from config.pbtxt, rerank_engine
   KIND_GPU, float16, the copy as model with its sha256 pinned, everything else as shipped), starts
   ``tools/offline_gpu/start_triton_gpu.sh`` with ``--model-config-name=gpucheck``, sends CASES and compares: the
   same ranking, SCORES and
@@ -247,7 +247,7 @@ def compare(expected: list[dict], got: list[dict], tol: float) -> dict:
 
 
 def check(args) -> int:
-    from reranker_model.repository import copy_with_variant
+    from python_backends.model_repository import copy_with_variant
     from pack_minilm import sha256, unpack
 
     t0 = time.monotonic()
@@ -264,8 +264,7 @@ def check(args) -> int:
         report["model"] = {"path": str(model), "sha256": digest, "unpack_s": round(time.monotonic() - t0, 1)}
         repo = Path(args.work) / "minilm_repo"
         engine = {"model": str(model), "dtype": args.dtype}
-        params = {("rerank_engine", "model_sha256"): json.dumps({"model.safetensors": digest}),
-                  ("rerank_preprocess", "model"): str(model)}
+        params = {("rerank_engine", "model_sha256"): json.dumps({"model.safetensors": digest})}
         variants = [params]
         if not args.cpu:
             engine["gpu_memory_utilization"] = args.gpu_memory_utilization

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from python_backends.engine.orphan_guard import alive, start_time
-from reranker_client import RerankClient
-from reranker_model.repository import (
-    ENSEMBLE, PREPROCESS, REPOSITORY, config_path, copy_with_variant, read_config, set_parameters, variant_file,
-    write_config,
+from python_backends.model_repository import (
+    ENGINE, ENGINE_CONFIG, ENSEMBLE, PREPROCESS, REPOSITORY, config_path, copy_with_variant, read_config, set_parameters,
+    variant_file, write_config,
 )
+from reranker_client import RerankClient
 from tests.support.loading import one_load_at_a_time
 from tests.support.shared_memory import LEDGER
 from tools.local_server import free_port, http_ok
@@ -211,7 +211,8 @@ def window_repository(folder: Path) -> Path:
     to it instead of starting a server of its own."""
     preprocess = read_config(config_path(REPOSITORY, PREPROCESS))
     preprocess.name = f"{PREPROCESS}_window"
-    set_parameters(preprocess, {"long_documents": "window"})
+    # the server's own engine, in the default repository
+    set_parameters(preprocess, {"long_documents": "window", ENGINE_CONFIG: str(variant_file(REPOSITORY, ENGINE))})
     write_config(variant_file(folder, preprocess.name), preprocess)
     (folder / preprocess.name / "1").mkdir(exist_ok=True)
     shutil.copyfile(REPOSITORY / PREPROCESS / "1" / "model.py", folder / preprocess.name / "1" / "model.py")

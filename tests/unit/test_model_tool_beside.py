@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from python_backends.model_repository import ENGINE, STEPS, read_config
 from reranker_model.beside import Beside, step_name
 from reranker_model.cli import main
-from reranker_model.repository import STEPS, read_config
 from tests.support.triton_server import ROOT
 
 REPOSITORY = ROOT / "model_repository"
@@ -27,6 +27,9 @@ def test_the_default_config_beside_as_minilm(tmp_path, capsys):
         config, base = read_config(folder / "config.pbtxt"), read_config(REPOSITORY / step / "config.pbtxt")
         assert config.name == step_name("minilm", step)
         config.name = base.name
+        if step != ENGINE:  # each names the engine beside it
+            assert config.parameters["engine_config"].string_value == "../minilm_engine/config.pbtxt"
+            config.parameters["engine_config"].string_value = base.parameters["engine_config"].string_value
         assert config == base
         assert (folder / "1" / "model.py").read_bytes() == (REPOSITORY / step / "1" / "model.py").read_bytes()
     profile = "profiles/all-minilm-l6-v2.json"

@@ -14,8 +14,8 @@ import pytest
 
 from python_backends.calibrate.step import bound_profile
 from python_backends.contract import RequestLimits
+from python_backends.model_repository import ENGINE, PREPROCESS, STEPS, config_dict, read_config, variant_file
 from reranker_model.cli import main
-from reranker_model.repository import STEPS, config_dict, read_config, variant_file
 from tests.support.tiny_models import session_models
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +27,10 @@ COMMITTED = {
 }
 # Their limits, as their hub config.json and tokenizer_config.json state them: (max_position_embeddings, tokenizer's)
 HUB_LIMITS = {"Qwen/Qwen3-Reranker-0.6B": ("qwen3", 40960, 131072), "BAAI/bge-reranker-v2-m3": ("xlmr", 8194, 8192)}
+
+
+def served_limits(repository: Path, variant: str) -> RequestLimits:
+    return RequestLimits.from_model_configs(*(config_dict(variant_file(repository, step, variant)) for step in (PREPROCESS, ENGINE)))
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +90,11 @@ def test_add_with_a_sample_picks_max_model_len_and_binds_a_first_unfitted_profil
         "serve it: tritonserver --model-config-name=tiny-bert (scripts/start_server.sh --model-config-name=tiny-bert)")
     pre, engine, calibrate = (config_dict(variant_file(repository, step, "tiny-bert")) for step in STEPS)
     args = json.loads(engine["parameters"]["engine_args"]["string_value"])
-    assert RequestLimits.from_model_config(pre).max_model_len == args["max_model_len"] == 128
+    assert RequestLimits.from_model_configs(pre, engine).max_model_len == args["max_model_len"] == 128
     assert (args["model"], args["runner"]) == (str(tiny["bert"]), "pooling")
-    profile = bound_profile(repository / "rerank_calibrate" / calibrate["parameters"]["calibration_profile"]["string_value"],
+    for config in (pre, calibrate):  # the model is stated once: the other steps name the engine's file
+        assert config["parameters"]["engine_config"]["string_value"] == "../rerank_engine/configs/tiny-bert.pbtxt"
+    profile = bound_profile(repository / "rerank_calibrate" / engine["parameters"]["calibration_profile"]["string_value"],
                             str(tiny["bert"]), "logit")
     assert (profile.model, profile.method, profile.fitted_on["fitted"]) == (str(tiny["bert"]), "sigmoid", False)
 
@@ -124,7 +130,7 @@ def test_add_with_force_replaces_a_variant_and_says_so(capsys, tiny, tmp_path):
     second = capsys.readouterr().out.splitlines()
     assert [line for line in second if line.startswith(("wrote", "replaced"))] == [
         f"replaced {step}/configs/tiny-bert.pbtxt" for step in STEPS]
-    assert RequestLimits.from_model_config(config_dict(variant_file(repository, STEPS[0], "tiny-bert"))).max_model_len == 64
+    assert served_limits(repository, "tiny-bert").max_model_len == 64
 
 
 def test_a_sample_of_documents_alone_is_sized_with_room_for_a_query_and_a_replaced_variant_keeps_its_length(
@@ -156,5 +162,4 @@ def test_a_sample_of_documents_alone_is_sized_with_room_for_a_query_and_a_replac
                           "max_model_len 107: what the variant it replaces accepted (--max-model-len sets a shorter one)",
                           "max_model_len 107: 0 of 10 sample documents (0.0%) cut"]
     assert main([*add, "--force", "--max-query-words", "8", "--max-model-len", "51"]) == 0
-    limits = RequestLimits.from_model_config(config_dict(variant_file(repository, STEPS[0], "tiny-bert")))
-    assert limits.max_model_len == 51
+    assert served_limits(repository, "tiny-bert").max_model_len == 51

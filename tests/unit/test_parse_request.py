@@ -143,9 +143,9 @@ def _config(**values: str) -> dict:
     return {"name": "m", "parameters": {key: {"string_value": value} for key, value in values.items()}}
 
 
-def test_limits_come_from_the_model_config():
-    config = _config(max_documents="64", max_document_bytes="1000", max_query_bytes="50", max_model_len="256")
-    assert RequestLimits.from_model_config(config) == RequestLimits(64, 1000, 50, 256)
+def test_limits_come_from_the_model_configs():
+    preprocess = _config(max_documents="64", max_document_bytes="1000", max_query_bytes="50")
+    engine = _config(engine_args='{"model": "m", "max_model_len": 256}')
+    assert RequestLimits.from_model_configs(preprocess, engine) == RequestLimits(64, 1000, 50, 256)
     with pytest.raises(ValueError, match="'max_documents' must be >= 1, got 0"):
-        RequestLimits.from_model_config(_config(max_documents="0", max_document_bytes="1", max_query_bytes="1",
-                                                max_model_len="256"))
+        RequestLimits.from_model_configs(_config(max_documents="0", max_document_bytes="1", max_query_bytes="1"), engine)

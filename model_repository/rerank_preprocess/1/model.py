@@ -22,7 +22,7 @@ from python_backends.triton_io import error_response, input_array, required_arra
 
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
-        settings = PreprocessSettings.from_model_config(args["model_config"])
+        settings = PreprocessSettings.from_args(args)
         size_tokenizer_pool(settings.tokenizer_threads)  # before the first batch builds the pool
         self.preprocess = Preprocessor.from_settings(settings)
         self.metrics = PreprocessMetrics(pb_utils, model_labels(args))
