@@ -52,6 +52,7 @@ class VariantSpec:
     preprocess_instances: int | None = None  # None: the target's default (config.pbtxt's, or 2 on GPU)
     tokenizer_threads: int | None = None
     queue_delay_us: tuple[int, int, int] | None = None
+    quantization: str | None = None  # vLLM's, of the weights at load (fp8)
     command: list[str] = field(default_factory=list)  # the add command line, written as each file's first line
 
     @property
@@ -68,6 +69,8 @@ def engine_args(spec: VariantSpec, base: dict[str, Any]) -> dict[str, Any]:
         args.update({key: value for key, value in base.items() if key not in args})
         args["max_num_batched_tokens"] = max(base["max_num_batched_tokens"], spec.max_model_len)
     args["max_model_len"] = spec.max_model_len
+    if spec.quantization:
+        args["quantization"] = spec.quantization
     ordered = {key: args[key] for key in ("model", "runner", "dtype", "max_model_len") if key in args}
     return {**ordered, **args, **spec.model.engine_args}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The commands that write the committed GPU variants; the checkpoints' config.json and tokenizer are all `add` reads.
 COMMITTED = {
     "gpu": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192"],
+    "gpu-fp8": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192", "--quantization", "fp8"],
     "gpu-bge-m3": ["BAAI/bge-reranker-v2-m3", "--gpu", "--max-model-len", "8192", "--preprocess-instances", "4",
                    "--tokenizer-threads", "3", "--queue-delay-us", "1000,2000,500"],
 }
@@ -62,9 +64,12 @@ def test_committed_gpu_variant_is_what_its_add_command_writes(tiny, tmp_path, va
     done = subprocess.run([sys.executable, "-m", "reranker_model", "--repository", str(repository), "add", variant,
                            *COMMITTED[variant]], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+    command = "# " + shlex.join(["reranker-model", "add", variant, *COMMITTED[variant]])
     for step in STEPS:
+        committed = ROOT / "model_repository" / step / "configs" / f"{variant}.pbtxt"
+        assert committed.read_text().splitlines()[0] == command, step  # the file says what writes it
         written = read_config(repository / step / "configs" / f"{variant}.pbtxt")
-        assert written == read_config(ROOT / "model_repository" / step / "configs" / f"{variant}.pbtxt"), step
+        assert written == read_config(committed), step
 
 
 def test_add_with_a_sample_picks_max_model_len_and_binds_a_first_unfitted_profile(capsys, tiny, tmp_path):
