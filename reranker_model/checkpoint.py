@@ -17,6 +17,8 @@ from python_backends.families import ModelFamily, Qwen3YesNo, UnsupportedModelEr
 from python_backends.model_source import PACKAGE_PREFIX, ModelSourceError, resolve_model
 from python_backends.preprocess.tokenization import make_encoder
 
+from .weights import BrokenWeights, Weights, checked_weights
+
 # What a raw score of each score type is, and the honest profile before one is fitted: the calibration the model's
 # own library applies (sigmoid of a classifier logit), or none (a cosine is not a probability).
 SCORE_TYPES: dict[str, tuple[str, str, str]] = {  # score type -> (raw range, unfitted method, why)
@@ -45,6 +47,7 @@ class ModelCheck:
     length_limit: int  # the longest sequence the model and its tokenizer take
     template: str  # the probe pair as the model sees it (the family's template, decoded)
     classifier_tokens: dict[str, int]  # a yes/no reranker's answer tokens and their ids ({} otherwise)
+    weights: Weights  # the safetensors files, checked
 
     @property
     def score_type(self) -> str:
@@ -87,7 +90,13 @@ def local_folder(reference: str) -> str:
 
 
 def _config_json(folder: str) -> dict[str, Any]:
-    config = json.loads((Path(folder) / "config.json").read_text())
+    path = Path(folder) / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as problem:
+        raise RefusedModel(f"{path}: not valid JSON ({problem})") from None
+    if not isinstance(config, dict):
+        raise RefusedModel(f"{path}: not a JSON object")
     if config.get("auto_map"):
         raise RefusedModel(
             f"{folder}: config.json has auto_map ({', '.join(sorted(config['auto_map']))}): the model needs its own "
@@ -142,6 +151,10 @@ def check_model(reference: str) -> ModelCheck:
     """Everything `check` says about `reference`; raises RefusedModel with the reason and what to do."""
     folder = local_folder(reference)
     config = _config_json(folder)
+    try:
+        weights = checked_weights(folder)
+    except BrokenWeights as problem:
+        raise RefusedModel(str(problem)) from None
     tokenizer = _tokenizer(folder)
     info = _family(folder, config)
     model_max = tokenizer.model_max_length if tokenizer.model_max_length < 10**7 else None  # 1e30 when unset
@@ -161,6 +174,7 @@ def check_model(reference: str) -> ModelCheck:
         length_limit=limit,
         template=" | ".join(tokenizer.decode(ids, skip_special_tokens=False) for ids in encoded.token_ids),
         classifier_tokens=_classifier_tokens(info.family, tokenizer),
+        weights=weights,
     )
 
 

@@ -89,6 +89,9 @@ def describe(model: ModelCheck) -> list[str]:
     ]
     if model.classifier_tokens:
         lines.append("yes/no tokens: " + ", ".join(f"{t!r} = {i}" for t, i in model.classifier_tokens.items()))
+    weights = model.weights
+    lines.append(f"weights: {', '.join(weights.files)}, {weights.parameters:,} parameters, headers checked"
+                 if weights.files else "weights: pickled (pytorch_model.bin), not checked")
     lines.append(f"engine_args it needs: {json.dumps(model.engine_args)}")
     return lines
 

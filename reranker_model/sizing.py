@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,23 +115,9 @@ def truncation_line(lengths: np.ndarray, max_model_len: int, accept: bool) -> st
     return line
 
 
-def parameter_count(folder: str) -> int | None:
-    """Parameters in the checkpoint's safetensors files, read from their headers (no weights loaded)."""
-    files = sorted(Path(folder).glob("*.safetensors"))
-    if not files:
-        return None
-    total = 0
-    for file in files:
-        with file.open("rb") as handle:
-            (size,) = struct.unpack("<Q", handle.read(8))
-            header = json.loads(handle.read(size))
-        total += sum(math.prod(entry["shape"]) for key, entry in header.items() if key != "__metadata__")
-    return total
-
-
 def memory_lines(model: ModelCheck, engine_args: dict, gpu_bytes: int | None) -> list[str]:
     """The engine's weights and its prefill budget's activations against the GPU share it may use."""
-    params = parameter_count(model.path)
+    params = model.weights.parameters
     dtype = DTYPE_BYTES.get(engine_args.get("dtype", "auto"), 2)
     config = json.loads((Path(model.path) / "config.json").read_text())
     width = max(config.get("intermediate_size", 0), 3 * config.get("hidden_size", 0))
@@ -142,7 +127,7 @@ def memory_lines(model: ModelCheck, engine_args: dict, gpu_bytes: int | None) ->
     share = engine_args.get("gpu_memory_utilization")
     gib = 1 << 30
     lines = [f"weights: {params or 0:,} parameters x {dtype} B = {weights / gib:.2f} GiB"
-             + ("" if params is not None else " (no safetensors in the local copy)"),
+             + ("" if params is not None else " (pickled weights: not counted)"),
              f"prefill budget: {engine_args['max_num_batched_tokens']} tokens x {width} x {dtype} B = "
              f"{activations / gib:.2f} GiB of activations",
              f"engine needs ~{(weights + activations) / gib:.2f} GiB before any KV cache"]

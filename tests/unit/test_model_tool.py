@@ -39,6 +39,13 @@ def altered(source: Path, out: Path, config: dict | None = None, drop: tuple[str
     return str(out)
 
 
+def rewritten(folder: str, name: str, change) -> str:
+    """The checkpoint with file `name` replaced by `change(its bytes)` (b"" for a file it lacks)."""
+    path = Path(folder) / name
+    path.write_bytes(change(path.read_bytes() if path.is_file() else b""))
+    return folder
+
+
 def without_words(folder: str, *words: str) -> str:
     """The checkpoint's word-level tokenizer with `words` renamed out of its vocabulary (a Qwen3 that is no yes/no
     reranker: same architecture and card, other answer words)."""
@@ -61,6 +68,7 @@ def test_check_says_family_score_type_support_length_template_and_engine_args(ca
         "max_position_embeddings: 128; longest sequence: 128 tokens",
         "template (the pair 'query' / 'document' as the model gets it, sequences split by ' | '):",
         "  [CLS] query [SEP] document [SEP]",
+        "weights: model.safetensors, 92,417 parameters, headers checked",
         'engine_args it needs: {"runner": "pooling"}',
     ]
 
@@ -72,7 +80,9 @@ def test_check_of_the_embedded_bi_encoder(capsys):
     assert lines[2].startswith("score type: cosine, raw scores [-1, 1]")
     # sentence_bert_config.json's max_seq_length, which vLLM holds max_model_len to, is below config.json's 512
     assert lines[4] == "max_position_embeddings: 512; longest sequence: 256 tokens"
-    assert lines[-2:] == ["  [CLS] query [SEP] | [CLS] document [SEP]", 'engine_args it needs: {"runner": "pooling"}']
+    assert lines[-3:] == ["  [CLS] query [SEP] | [CLS] document [SEP]",
+                          "weights: model.safetensors, 22,713,728 parameters, headers checked",
+                          'engine_args it needs: {"runner": "pooling"}']
 
 
 def test_check_of_a_qwen3_reranker_names_its_yes_no_tokens_and_hf_overrides(capsys, tiny):
@@ -121,6 +131,15 @@ def test_check_of_an_xlmr_cross_encoder_uses_the_tokenizers_shorter_limit(capsys
                            "(README.md front matter 'pipeline_tag: text-ranking', as Qwen3-Reranker's does); this "
                            "one's is None. A fine-tuned Qwen3-Reranker saved without its card: add that front matter"),
     ("qwen3_without_yes_no", "its tokenizer has no ['no', 'yes'] token, the answers a yes/no reranker is scored by"),
+    ("bad_config", "config.json: not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
+                   "(char 1))"),
+    ("no_weights", ": no weights (model.safetensors, model.safetensors.index.json or pytorch_model.bin)"),
+    ("truncated", "model.safetensors: not a whole safetensors file (Error while deserializing header: incomplete "
+                  "metadata, file not fully covered)"),
+    ("corrupt_header", "model.safetensors: not a whole safetensors file (Error while deserializing header: header too "
+                       "large)"),
+    ("missing_shard", "model.safetensors.index.json: names model-00002-of-00002.safetensors, which is not in the "
+                      "folder"),
 ])
 def test_check_refuses_with_the_reason_and_what_to_do(capsys, tiny, tmp_path, case, message):
     model = {
@@ -132,6 +151,15 @@ def test_check_refuses_with_the_reason_and_what_to_do(capsys, tiny, tmp_path, ca
         "no_tokenizer": lambda: altered(tiny["bert"], tmp_path / case, drop=("tokenizer.json", "tokenizer_config.json")),
         "qwen3_without_card": lambda: altered(tiny["qwen3"], tmp_path / case, drop=("README.md",)),
         "qwen3_without_yes_no": lambda: without_words(altered(tiny["qwen3"], tmp_path / case), "yes", "no"),
+        "bad_config": lambda: rewritten(altered(tiny["bert"], tmp_path / case), "config.json", lambda data: b"{"),
+        "no_weights": lambda: altered(tiny["bert"], tmp_path / case, drop=("model.safetensors",)),
+        "truncated": lambda: rewritten(altered(tiny["bert"], tmp_path / case), "model.safetensors",
+                                       lambda data: data[:len(data) // 2]),
+        "corrupt_header": lambda: rewritten(altered(tiny["bert"], tmp_path / case), "model.safetensors",
+                                            lambda data: b"\xff" * 8 + data[8:]),
+        "missing_shard": lambda: rewritten(altered(tiny["bert"], tmp_path / case), "model.safetensors.index.json",
+                                           lambda data: json.dumps({"weight_map": {
+                                               "a": "model.safetensors", "b": "model-00002-of-00002.safetensors"}}).encode()),
     }[case]()
     code, lines, err = run(capsys, "check", model)
     assert (code, lines) == (2, [])

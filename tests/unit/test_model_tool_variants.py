@@ -20,7 +20,7 @@ from reranker_model.cli import main
 from tests.support.tiny_models import session_models
 
 ROOT = Path(__file__).resolve().parents[2]
-# The commands that write the committed GPU variants; the checkpoints' config.json and tokenizer are all `add` reads.
+# The commands that write the committed GPU variants; add reads the checkpoints' config.json, tokenizer and weights' headers.
 COMMITTED = {
     "gpu": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192"],
     "gpu-fp8": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192", "--quantization", "fp8"],
@@ -45,7 +45,7 @@ def hub_cache(root: Path, tiny: dict[str, Path]) -> Path:
     for hub_id, (family, positions, tokenizer_limit) in HUB_LIMITS.items():
         repo = root / f"models--{hub_id.replace('/', '--')}"
         snapshot = repo / "snapshots" / ("0" * 40)
-        shutil.copytree(tiny[family], snapshot, ignore=shutil.ignore_patterns("*.safetensors"))
+        shutil.copytree(tiny[family], snapshot)
         for name, key, value in (("config.json", "max_position_embeddings", positions),
                                  ("tokenizer_config.json", "model_max_length", tokenizer_limit)):
             data = json.loads((snapshot / name).read_text())
