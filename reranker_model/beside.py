@@ -46,6 +46,7 @@ class Beside:
     def write(self) -> list[Path]:
         """Write the ensemble and its three steps; returns the files written."""
         names = {step: step_name(self.name, step) for step in STEPS}
+        engine = read_config(config_path(self.repository, ENGINE, self.variant, fallback=False))
         written = []
         for step, name in names.items():
             config = read_config(config_path(self.repository, step, self.variant, fallback=False))
@@ -56,9 +57,8 @@ class Beside:
             (folder / ADAPTER.parent).mkdir(parents=True, exist_ok=True)
             written.append(write_config(variant_file(self.out, name), config, self.header()))
             written.append(Path(shutil.copyfile(self.repository / step / ADAPTER, folder / ADAPTER)))
-            if CALIBRATION_PROFILE in config.parameters:  # the engine's file names it, under the calibrate step
-                relative = config.parameters[CALIBRATION_PROFILE].string_value
-                written.append(self._copy_profile(self.out / names[CALIBRATE], relative))
+            if step == CALIBRATE:  # the profile the engine's file names, under the calibrate step
+                written.append(self._copy_profile(folder, engine.parameters[CALIBRATION_PROFILE].string_value))
         ensemble = read_config(variant_file(self.repository, ENSEMBLE))
         ensemble.name = self.name
         for step in ensemble.ensemble_scheduling.step:

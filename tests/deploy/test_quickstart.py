@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 
 from python_backends.engine.orphan_guard import start_time
+from python_backends.model_repository import (
+    CALIBRATE, ENGINE, ENGINE_CONFIG, PREPROCESS, REPOSITORY, read_config, set_parameters, variant_file, write_config,
+)
 from tools.local_server import free_port, http_ok
 from tests.support.triton_server import RunningServer
 
@@ -130,9 +133,14 @@ def test_stop_server_stops_a_server_start_server_started_in_the_background(tmp_p
     The server holds the two steps without an engine, which start in seconds: vLLM's engine-core process is one more
     child of a stub in the same group."""
     repository = tmp_path / "repository"
-    for step in ("rerank_preprocess", "rerank_calibrate"):
-        shutil.copytree(REPO / "model_repository" / step, repository / step,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    engine_file = tmp_path / "engine" / "config.pbtxt"  # the model the steps read, outside the repository: not loaded
+    engine_file.parent.mkdir()
+    shutil.copyfile(variant_file(REPOSITORY, ENGINE), engine_file)
+    for step in (PREPROCESS, CALIBRATE):
+        shutil.copytree(REPOSITORY / step, repository / step, ignore=shutil.ignore_patterns("__pycache__"))
+        config = read_config(variant_file(repository, step))
+        set_parameters(config, {ENGINE_CONFIG: str(engine_file)})
+        write_config(variant_file(repository, step), config)
     ports = {"HTTP_PORT": str(free_port()), "GRPC_PORT": str(free_port()), "METRICS_PORT": str(free_port())}
     env = {**os.environ, **ports, "RUN_DIR": str(tmp_path), "TRITON_ADMIN_KEY": "test",
            "MODEL_REPOSITORY": str(repository)}
