@@ -43,12 +43,25 @@ class PreprocessSettings:
             raise ConfigError(f"model '{params.model_name}': long_documents must be 'truncate' or 'window', got '{mode}'")
         windowed = mode == "window"
         model = resolve_model(variant.model)
+        limits = RequestLimits.from_model_configs(config, variant.engine_config)
+        max_windows = params.integer("max_windows_per_document", minimum=1) if windowed else 1
+        _check_engine_takes(limits.max_documents * max_windows + 1, variant)
         return cls(
             model=model,
             family=detect_model(model).family,
-            limits=RequestLimits.from_model_configs(config, variant.engine_config),
+            limits=limits,
             window_overlap=params.integer("window_overlap_tokens", minimum=0) if windowed else None,
-            max_windows=params.integer("max_windows_per_document", minimum=1) if windowed else 1,
+            max_windows=max_windows,
             batch_token_budget=params.integer("batch_token_budget", minimum=1),
             tokenizer_threads=params.integer("tokenizer_threads", minimum=0),
         )
+
+
+def _check_engine_takes(sequences: int, variant: VariantModel) -> None:
+    """The largest request this step can send (every document, each in all its windows, and a bi-encoder's query
+    row) must be one the engine takes: otherwise valid requests near the limits would fail in the engine."""
+    engine_takes = ModelParameters.from_model_config(variant.engine_config).integer("max_sequences", minimum=1)
+    if engine_takes < sequences:
+        raise ConfigError(f"max_documents x max_windows_per_document + 1 = {sequences} sequences per request, but the "
+                          f"engine takes at most {engine_takes} (max_sequences in {variant.engine_file}): raise it there "
+                          "or lower max_documents")

@@ -51,6 +51,8 @@ ENGINE_CASES = {
     "lengths do not add up to the tokens": _engine([101, 2000, 102, 101, 2001, 102], [3, 9], [-1, 0]),
     "negative length": _engine([101, 2000, 102, 101, 2001, 102], [9, -3], [-1, 0]),
     "50,000,000 documents claimed": _engine([101, 2000, 102, 101, 2001, 102], [3, 3], [-1, 50_000_000]),
+    # the query and 1025 documents: one more than the public maximum (max_documents 1024) brings
+    "more sequences than a public request": _engine([101, 2000, 102] * 1026, [3] * 1026, [-1, *range(1025)]),
 }
 CALIBRATE_CASES = {
     "TOP_N zero": {"RAW_SCORES": np.array([[0.1, 0.2]], dtype=np.float32), "TOP_N": _i32(0)},

@@ -212,7 +212,9 @@ def window_repository(folder: Path) -> Path:
     preprocess = read_config(config_path(REPOSITORY, PREPROCESS))
     preprocess.name = f"{PREPROCESS}_window"
     # the server's own engine, in the default repository
-    set_parameters(preprocess, {"long_documents": "window", ENGINE_CONFIG: str(variant_file(REPOSITORY, ENGINE))})
+    # 128 documents of up to 8 windows each: the most sequences the server's engine takes in one request
+    set_parameters(preprocess, {"long_documents": "window", "max_documents": "128",
+                                ENGINE_CONFIG: str(variant_file(REPOSITORY, ENGINE))})
     write_config(variant_file(folder, preprocess.name), preprocess)
     (folder / preprocess.name / "1").mkdir(exist_ok=True)
     shutil.copyfile(REPOSITORY / PREPROCESS / "1" / "model.py", folder / preprocess.name / "1" / "model.py")

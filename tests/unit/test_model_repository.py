@@ -146,3 +146,18 @@ def test_embedded_default_weights_match_their_pinned_sha256():
 def test_calibration_profile_in_the_repository_loads():
     profile = load_profile(REPO / "rerank_calibrate" / param(config("rerank_engine"), "calibration_profile"))
     assert profile.score_type == "cosine"
+
+
+def test_a_preprocess_step_that_can_send_more_sequences_than_its_engine_takes_refuses_to_load():
+    """Window mode multiplies a request's sequences: 1024 documents of up to 8 windows each are more than the
+    default engine's max_sequences (the public maximum in truncate mode, which a direct call is held to)."""
+    config = config_dict(config_path(REPO, PREPROCESS))
+    config["parameters"]["long_documents"]["string_value"] = "window"
+    variant = VariantModel.for_step(REPO / PREPROCESS, config)
+    with pytest.raises(ConfigError) as caught:
+        PreprocessSettings.from_model_config(config, variant)
+    assert str(caught.value) == (
+        "max_documents x max_windows_per_document + 1 = 8193 sequences per request, but the engine takes at most 1025 "
+        f"(max_sequences in {REPO / ENGINE / 'config.pbtxt'}): raise it there or lower max_documents")
+    config["parameters"]["max_documents"]["string_value"] = "128"
+    assert PreprocessSettings.from_model_config(config, variant).max_windows == 8
