@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="what the repository would serve this checkpoint as, or why not")
     check.add_argument("model")
     check.add_argument("--load", action="store_true", help="also start the engine once and score two probe pairs")
+    check.add_argument("--verbose", action="store_true", help="vLLM's log, and a refused --load's traceback")
     add = sub.add_parser("add", help="write configs/NAME.pbtxt of the three steps and a first, unfitted profile")
     add.add_argument("name")
     add.add_argument("model")
@@ -102,10 +105,23 @@ def run_check(args: argparse.Namespace) -> int:
     if vllm_support(model.loaded_architecture)[1] is None:
         raise RefusedModel(f"{model.loaded_architecture} is not in this vLLM's model registry: use a vLLM that has it")
     if args.load:
-        from .probe import probe_lines
-
-        print("\n".join(probe_lines(model, args.repository, PROBE_QUERY, PROBE_DOCUMENTS)))
+        print("\n".join(_probe(model, args)))
     return 0
+
+
+def _probe(model: ModelCheck, args: argparse.Namespace) -> list[str]:
+    """The probe's lines; whatever vLLM raises while it loads and scores is one refusal naming the checkpoint, its
+    traceback (and vLLM's log, which holds an engine process's own) shown with --verbose."""
+    from .probe import probe_lines
+
+    try:
+        return probe_lines(model, args.repository, PROBE_QUERY, PROBE_DOCUMENTS)
+    except Exception as problem:  # noqa: BLE001 - any failure to load or score is the model's refusal
+        if args.verbose:
+            traceback.print_exc()
+        first_line = str(problem).splitlines()[0] if str(problem) else ""
+        raise RefusedModel(f"{model.path}: vLLM could not load it and score the probe pairs ({type(problem).__name__}: "
+                           f"{first_line})" + ("" if args.verbose else "; --verbose shows why")) from None
 
 
 def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -194,8 +210,13 @@ def _shown(path: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from_command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if from_command_line and not getattr(args, "verbose", False):
+        # this tool's report on stdout alone: vLLM's log (its engine processes' too, which read the same
+        # variables when they start) only with --verbose, unless the caller set its level
+        os.environ["VLLM_LOGGING_LEVEL"] = os.environ.get("VLLM_LOGGING_LEVEL") or "CRITICAL"
     try:
         if args.command == "check":
             return run_check(args)
