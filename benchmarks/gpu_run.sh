@@ -53,8 +53,9 @@ export PYTHONPATH=$KIT_CLIENT_PATH:$ROOT
 echo "$ROOT" > "$KIT_STUBENV/lib/python3.12/site-packages/zz_repo.pth"
 # one compile cache for every engine of the run: the second compiled start of a model is a warm one
 export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-/tmp/vllm_cache}
-(cd / && env -u PYTHONPATH "$KIT_STUBENV/bin/python3" -c 'import python_backends, sys; print("stub python", sys.version.split()[0], python_backends.__file__)') \
-  || say "python_backends not importable by the stub's python"
+# the steps read their engine's config file with tritonclient's ModelConfig (python_backends/model_repository.py)
+(cd / && env -u PYTHONPATH "$KIT_STUBENV/bin/python3" -c 'import python_backends, sys, google.protobuf as pb; from tritonclient.grpc import model_config_pb2; print("stub python", sys.version.split()[0], python_backends.__file__, "protobuf", pb.__version__)') \
+  || say "python_backends or tritonclient's ModelConfig not importable by the stub's python"
 PYTHONPATH=/tmp/site $VPY -c 'import vllm; print("vllm", vllm.__version__, vllm.__file__)'
 rc=0
 n=$(echo $MODELS | wc -w)
