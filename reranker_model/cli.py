@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("model")
     check.add_argument("--load", action="store_true", help="also start the engine once and score two probe pairs")
     check.add_argument("--verbose", action="store_true", help="vLLM's log, and a refused --load's traceback")
+    check.add_argument("--parity", type=Path, metavar="PAIRS",
+                       help='with --load: JSONL {"query", "document"[, "instruction"]} scored served and by the model '
+                            "card's recipe (transformers, fp32), compared")
     add = sub.add_parser("add", help="write configs/NAME.pbtxt of the three steps and a first, unfitted profile")
     add.add_argument("name")
     add.add_argument("model")
@@ -100,6 +103,8 @@ def describe(model: ModelCheck) -> list[str]:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    if args.parity and not args.load:
+        raise ValueError("--parity scores the pairs with the engine: add --load")
     model = check_model(args.model)
     print("\n".join(describe(model)))
     if vllm_support(model.loaded_architecture)[1] is None:
@@ -112,10 +117,12 @@ def run_check(args: argparse.Namespace) -> int:
 def _probe(model: ModelCheck, args: argparse.Namespace) -> list[str]:
     """The probe's lines; whatever vLLM raises while it loads and scores is one refusal naming the checkpoint, its
     traceback (and vLLM's log, which holds an engine process's own) shown with --verbose."""
+    from .offline import read_pair_rows
     from .probe import probe_lines
 
     try:
-        return probe_lines(model, args.repository, PROBE_QUERY, PROBE_DOCUMENTS)
+        rows = read_pair_rows(args.parity) if args.parity else None
+        return probe_lines(model, args.repository, PROBE_QUERY, PROBE_DOCUMENTS, rows)
     except Exception as problem:  # noqa: BLE001 - any failure to load or score is the model's refusal
         if args.verbose:
             traceback.print_exc()

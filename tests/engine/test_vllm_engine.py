@@ -22,6 +22,7 @@ from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
 from python_backends.preprocess.tokenization import make_encoder
 from python_backends.engine.budget import CANCEL_POLL_S
+from reranker_model.parity import reference_for
 from tests.engine.conftest import MAX_MODEL_LEN, engine_settings, open_engine
 from tests.support.tensors import text_row
 from tests.support.waiting import wait_until
@@ -41,6 +42,19 @@ DOCS = [
     " ".join(WORDS[i % len(WORDS)] for i in range(400)),  # cut to max_model_len
     "france",
 ]
+# Documents the parity tests add: punctuation, digits, characters outside the tiny vocabularies, and the long one,
+# which the served path and the model card's recipe both cut
+PARITY_DOCS = [*DOCS, "(paris) is 2,000 years old!", "naïve café — 東京 🙂 <b>tags</b> & \"quotes\""]
+
+
+def assert_parity(engine: AsyncEngine, pre: Preprocessor, folder: str, query: str,
+                  instruction: str | None = None) -> None:
+    """The served raw scores (preprocess step, then the engine) equal the family's reference: the model card's recipe
+    in transformers, fp32 (reranker_model/parity.py), within 1e-4."""
+    served = score(engine, make_batch(engine, pre, query, PARITY_DOCS, instruction))
+    reference = reference_for(folder, MAX_MODEL_LEN).scores(query, PARITY_DOCS, instruction)
+    np.testing.assert_allclose(served, reference, atol=1e-4, rtol=0)
+    assert np.ptp(served) > 1e-3  # the documents are told apart: the comparison could fail
 
 
 def make_batch(engine: AsyncEngine, pre: Preprocessor, query: str, docs: list[str], instruction: str | None = None,
@@ -176,6 +190,9 @@ class TestBertCrossEncoder:
         assert raw.shape == (len(DOCS),)
         np.testing.assert_allclose(raw, hf_classifier_logits(hf_model, batch), atol=1e-4, rtol=0)
 
+    def test_served_scores_equal_the_model_cards_recipe(self, scorer, pre, tiny):
+        assert_parity(scorer, pre, str(tiny["bert"]), QUERY)
+
     def test_token_types_reach_the_engine(self, scorer, hf_model, pre):
         # The same ids with all-zero token types score differently: matching the typed logits above proves
         # vLLM received segment B, and this shows the comparison could have failed.
@@ -234,6 +251,10 @@ class TestQwen3YesNoReranker:
         np.testing.assert_allclose(raw, np.asarray(expected, dtype=np.float32), atol=1e-3, rtol=0)
         assert np.ptp(raw) > 1e-3  # the documents are told apart, not a constant
 
+    def test_served_scores_equal_the_model_cards_recipe(self, scorer, pre, tiny):
+        assert_parity(scorer, pre, str(tiny["qwen3"]), "capital of france")
+        assert_parity(scorer, pre, str(tiny["qwen3"]), "capital of france", "find the city")
+
     def test_concurrent_requests(self, scorer, pre):
         first = make_batch(scorer, pre, "capital of france", DOCS)
         second = make_batch(scorer, pre, "dogs", ["cats eat", "dogs run"], "find animals")
@@ -276,6 +297,9 @@ class TestMiniLMBiEncoder:
             vectors.append(mean / np.linalg.norm(mean))
         vectors = np.stack(vectors)
         np.testing.assert_allclose(raw, vectors[1:] @ vectors[0], atol=1e-4, rtol=0)
+
+    def test_served_scores_equal_the_model_cards_recipe(self, scorer, pre):
+        assert_parity(scorer, pre, resolve_model(MINILM), "What is the capital of France?")
 
     def test_a_small_request_overtakes_a_large_one_in_vllm(self, scorer, pre):
         """Priority scheduling by size: the small request's sequences go into vLLM's next step, ahead of what is
@@ -328,3 +352,6 @@ class TestXlmRobertaCrossEncoder:
         batch = make_batch(xlmr_scorer, pre, QUERY, DOCS)
         assert max(batch.lengths) == MAX_MODEL_LEN and not batch.token_type_ids.any()
         np.testing.assert_allclose(score(xlmr_scorer, batch), hf_classifier_logits(hf_model, batch), atol=1e-4, rtol=0)
+
+    def test_served_scores_equal_the_model_cards_recipe(self, xlmr_scorer, tiny):
+        assert_parity(xlmr_scorer, preprocessor_for(str(tiny["xlmr"])), str(tiny["xlmr"]), QUERY)
