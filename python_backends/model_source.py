@@ -40,6 +40,37 @@ def resolve_model(reference: str, base_dir: Path | None = None) -> str:
     return reference  # a hub id, for deployments that reach a hub
 
 
+def local_checkpoint(reference: str) -> Path | None:
+    """The local folder of a model reference: the folder itself, a package's, or a hub id's snapshot already in the
+    local Hugging Face cache (nothing downloads); None when there is none."""
+    resolved = Path(resolve_model(reference))
+    if resolved.is_dir():
+        return resolved
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(str(resolved), local_files_only=True))
+    except Exception:  # noqa: BLE001 - huggingface_hub raises several kinds for "not in the cache"
+        return None
+
+
+# Bytes of each weights file's tensor data that go into a checkpoint's identity, after its header: a fine-tuned
+# checkpoint has the same config and tensor shapes as its base, and differs here.
+IDENTITY_DATA_BYTES = 1 << 20
+
+
+def checkpoint_identity(folder: Path) -> str:
+    """What a calibration profile is bound to, whatever the folder is called: "sha256:" and 16 hex digits of the
+    checkpoint's config.json, each safetensors file's header (every tensor's name, dtype, shape and offsets) and the
+    first MiB of its data."""
+    digest = hashlib.sha256((folder / "config.json").read_bytes())
+    for path in sorted(folder.glob("*.safetensors")):
+        with path.open("rb") as handle:
+            header_size = int.from_bytes(handle.read(8), "little")
+            digest.update(handle.read(header_size + IDENTITY_DATA_BYTES))
+    return f"sha256:{digest.hexdigest()[:16]}"
+
+
 def verify_sha256(model_dir: str, pins: dict[str, str]) -> None:
     """Refuse weights whose bytes differ from the pinned digests (file name -> sha256 hex)."""
     for name, expected in pins.items():

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from python_backends.families import ModelFamily, Qwen3YesNo, UnsupportedModelError, detect_model
-from python_backends.model_source import PACKAGE_PREFIX, ModelSourceError, resolve_model
+from python_backends.model_source import PACKAGE_PREFIX, ModelSourceError, checkpoint_identity, local_checkpoint
 from python_backends.preprocess.tokenization import make_encoder
 
 from .weights import BrokenWeights, Weights, checked_weights
@@ -63,6 +63,11 @@ class ModelCheck:
         return self.engine_args.get("hf_overrides", {}).get("architectures", [self.architecture])[0]
 
     @property
+    def identity(self) -> str:
+        """What its calibration profile is bound to (python_backends.model_source.checkpoint_identity)."""
+        return checkpoint_identity(Path(self.path))
+
+    @property
     def profile_stem(self) -> str:
         """The calibration profile's file name stem: the hub id's name, the folder's, or the package's."""
         if self.reference.startswith(PACKAGE_PREFIX):
@@ -73,20 +78,15 @@ class ModelCheck:
 def local_folder(reference: str) -> str:
     """A folder, `package:<module>/<dir>`, or a hub id already in the local Hugging Face cache (nothing downloads)."""
     try:
-        resolved = resolve_model(reference)
+        folder = local_checkpoint(reference)
     except ModelSourceError as exc:
         raise RefusedModel(f"{exc}: give a folder with config.json, package:<module>/<dir>, or a cached hub id") from None
-    if Path(resolved).is_dir():
-        return resolved
-    from huggingface_hub import snapshot_download
-
-    try:
-        return snapshot_download(resolved, local_files_only=True)
-    except Exception:  # noqa: BLE001 - huggingface_hub raises several kinds for "not in the cache"
+    if folder is None:
         raise RefusedModel(
             f"model '{reference}': not a folder and not in the local Hugging Face cache; download it first "
             f"(huggingface-cli download {reference}) or give its folder"
-        ) from None
+        )
+    return str(folder)
 
 
 def _config_json(folder: str) -> dict[str, Any]:

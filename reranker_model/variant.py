@@ -21,7 +21,7 @@ from python_backends.calibrate.profile_schema import dump_profile, load_profile,
 
 from .checkpoint import SCORE_TYPES, ModelCheck
 from python_backends.model_repository import (
-    CALIBRATION_PROFILE, DEFAULT, ENGINE_CONFIG, ENSEMBLE, STEPS, config_path, engine_args as repository_engine_args,
+    CALIBRATE, CALIBRATION_PROFILE, DEFAULT, ENGINE_CONFIG, ENSEMBLE, STEPS, config_path, engine_args as repository_engine_args,
     engine_reference, read_config, set_parameters, variant_file, write_config,
 )
 
@@ -55,9 +55,18 @@ class VariantSpec:
     quantization: str | None = None  # vLLM's, of the weights at load (fp8)
     command: list[str] = field(default_factory=list)  # the add command line, written as each file's first line
 
-    @property
-    def profile_file(self) -> str:
-        return f"profiles/{self.model.profile_stem}.json"
+
+def profile_file(spec: VariantSpec, repository: Path) -> str:
+    """Where the variant's profile lives, under rerank_calibrate/: profiles/<model name>.json, unless that file is
+    the profile of another checkpoint (one whose folder has the same name), then profiles/<model name>-<identity>.json:
+    a profile goes with its checkpoint, never with a folder name."""
+    stem = spec.model.profile_stem
+    path = repository / CALIBRATE / "profiles" / f"{stem}.json"
+    if path.is_file():
+        existing = load_profile(path).checkpoint
+        if existing and existing != spec.model.identity:
+            return f"profiles/{stem}-{spec.model.identity.removeprefix('sha256:')[:8]}.json"
+    return f"profiles/{stem}.json"
 
 
 def engine_args(spec: VariantSpec, base: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +95,7 @@ def step_configs(spec: VariantSpec, repository: Path) -> dict[str, Any]:
         set_parameters(preprocess, {"batch_token_budget": str(budget)})
     base_args = repository_engine_args(engine)
     set_parameters(engine, {"engine_args": json.dumps(engine_args(spec, base_args)), "model_sha256": "{}",
-                            CALIBRATION_PROFILE: spec.profile_file})
+                            CALIBRATION_PROFILE: profile_file(spec, repository)})
     if spec.gpu:
         for step, values in GPU_PARAMETERS.items():
             set_parameters(configs[step], values)
@@ -110,7 +119,8 @@ def unfitted_profile(spec: VariantSpec) -> dict[str, Any]:
     _, method, why = SCORE_TYPES[score_type]
     return {
         "schema_version": 1, "name": f"{stem}-unfitted", "version": f"{datetime.date.today().isoformat()}.1",
-        "model": spec.model.reference, "score_type": score_type, "method": method, "params": {},
+        "model": spec.model.reference, "checkpoint": spec.model.identity, "score_type": score_type, "method": method,
+        "params": {},
         "fitted_on": {"fitted": False, "note": f"Not fitted: {why}. Fit a profile on labelled pairs of your domain "
                                                "with reranker-calibrate fit and replace this file."},
     }
@@ -144,7 +154,7 @@ def write_variant(spec: VariantSpec, repository: Path) -> list[Path]:
     written = []
     for step, config in step_configs(spec, repository).items():
         written.append(write_config(variant_file(repository, step, spec.name), config, header))
-    profile = repository / "rerank_calibrate" / spec.profile_file
+    profile = repository / CALIBRATE / profile_file(spec, repository)
     if profile.is_file():
         existing = load_profile(profile)
         if existing.score_type != spec.model.score_type:

@@ -15,10 +15,12 @@ Format (schema_version 1)::
       "params": {"a": 12.3, "b": -4.5},     # exactly the method's parameters, see below
       "fitted_on": {...},                   # optional free-form object (data set, metrics, date)
       "raw_score_distribution": {           # optional: quantile bins of the fitting raw scores (drift.py)
-        "edges": [...k-1 increasing], "fractions": [...k, sum 1]}
+        "edges": [...k-1 increasing], "fractions": [...k, sum 1]},
+      "checkpoint": "sha256:0123456789abcdef"  # optional: the identity of the checkpoint it was made for
     }
 
-A profile binds a model: the calibrate step refuses one whose score_type is not the served model's.
+A profile binds a model: the calibrate step refuses one whose score_type is not the served model's, or whose
+checkpoint identity (python_backends.model_source.checkpoint_identity) is not the served checkpoint's.
 
 params by method: identity {}, sigmoid {}, platt {"a" > 0, "b"}, temperature {"temperature" > 0},
 affine {"logit_mean", "logit_sigma" > 0}, isotonic {"x": [...strictly increasing],
@@ -38,7 +40,7 @@ from .profiles import CALIBRATORS, CalibrationProfile
 
 SCHEMA_VERSION = 1
 REQUIRED_FIELDS = ("schema_version", "name", "version", "model", "score_type", "method", "params")
-OPTIONAL_FIELDS = ("fitted_on", "raw_score_distribution")
+OPTIONAL_FIELDS = ("fitted_on", "raw_score_distribution", "checkpoint")
 
 
 class CalibrationProfileError(ValueError):
@@ -91,6 +93,7 @@ def profile_from_dict(data: Any, source: str = "<profile>") -> CalibrationProfil
             calibrator=calibrator,
             fitted_on=fitted_on,
             raw_score_distribution=distribution,
+            checkpoint=data.get("checkpoint"),
         )
     except ValueError as e:
         raise fail(str(e)) from None
@@ -111,6 +114,8 @@ def profile_to_dict(profile: CalibrationProfile) -> dict[str, Any]:
         doc["fitted_on"] = profile.fitted_on
     if profile.raw_score_distribution is not None:
         doc["raw_score_distribution"] = profile.raw_score_distribution.to_dict()
+    if profile.checkpoint is not None:
+        doc["checkpoint"] = profile.checkpoint
     return doc
 
 

@@ -244,6 +244,7 @@ class CalibrationProfile:
         calibrator: Calibrator,
         fitted_on: Mapping[str, Any] | None = None,
         raw_score_distribution: ScoreDistribution | None = None,
+        checkpoint: str | None = None,
     ) -> None:
         self.name = _non_empty_str("name", name)
         self.version = _non_empty_str("version", version)
@@ -254,6 +255,8 @@ class CalibrationProfile:
         self.calibrator = calibrator
         self.fitted_on: dict[str, Any] = dict(fitted_on or {})
         self.raw_score_distribution = raw_score_distribution
+        # the identity of the checkpoint it was made for (model_source.checkpoint_identity); None: not recorded
+        self.checkpoint = None if checkpoint is None else _non_empty_str("checkpoint", checkpoint)
 
     @property
     def method(self) -> str:

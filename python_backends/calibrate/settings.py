@@ -10,7 +10,7 @@ from typing import Any
 
 from ..families import detect_model
 from ..model_repository import VariantModel
-from ..model_source import resolve_model
+from ..model_source import checkpoint_identity, local_checkpoint, resolve_model
 from ..triton_params import ModelParameters
 
 
@@ -21,6 +21,7 @@ class CalibrateSettings:
 
     model: str
     score_type: str
+    checkpoint: str | None  # its identity, where its files are on this machine (a hub id may be vLLM's to fetch)
     profile_path: Path
     max_documents: int
     drift_window: int
@@ -39,6 +40,7 @@ class CalibrateSettings:
         return cls(
             model=variant.model,
             score_type=detect_model(resolve_model(variant.model)).score_type,  # from the checkpoint's own config.json
+            checkpoint=checkpoint_identity(folder) if (folder := local_checkpoint(variant.model)) else None,
             profile_path=model_dir / variant.calibration_profile,
             max_documents=params.integer("max_documents", minimum=1),
             drift_window=params.integer("drift_window", minimum=1),

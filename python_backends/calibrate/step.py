@@ -28,9 +28,17 @@ from .ranking import top_n_ranking
 log = logging.getLogger(__name__)
 
 
-def bound_profile(path: Path, served_model: str, served_score_type: str) -> CalibrationProfile:
-    """Load ``path`` and check that it was fitted for the score type the served model gives."""
+def bound_profile(path: Path, served_model: str, served_score_type: str,
+                  served_checkpoint: str | None = None) -> CalibrationProfile:
+    """Load ``path`` and check that it was made for the served model: its score type, and its checkpoint identity
+    where both the profile and the server know it."""
     profile = load_profile(path)
+    if profile.checkpoint and served_checkpoint and profile.checkpoint != served_checkpoint:
+        raise CalibrationProfileError(
+            f"{path}: profile {profile.tag} was made for checkpoint {profile.checkpoint} (model '{profile.model}'), "
+            f"but the served model '{served_model}' is checkpoint {served_checkpoint}; fit a profile for this model "
+            "(reranker-calibrate fit) or point calibration_profile at its own"
+        )
     if profile.score_type != served_score_type:
         raise CalibrationProfileError(
             f"{path}: profile {profile.tag} was fitted for score type '{profile.score_type}' (model "
@@ -45,16 +53,17 @@ def bound_profile(path: Path, served_model: str, served_score_type: str) -> Cali
 class ProfileStore:
     """The calibration profile in force, swapped atomically when its file's mtime or size changes."""
 
-    def __init__(self, path: Path, served_model: str, served_score_type: str) -> None:
+    def __init__(self, path: Path, served_model: str, served_score_type: str, served_checkpoint: str | None = None) -> None:
         self.path = path
         self.served_model = served_model
         self.served_score_type = served_score_type
+        self.served_checkpoint = served_checkpoint
         self._lock = threading.Lock()
         self._stamp = self._file_stamp()
         self.profile: CalibrationProfile = self._load()  # a bad or mismatched profile fails the model load
 
     def _load(self) -> CalibrationProfile:
-        return bound_profile(self.path, self.served_model, self.served_score_type)
+        return bound_profile(self.path, self.served_model, self.served_score_type, self.served_checkpoint)
 
     def _file_stamp(self) -> tuple[int, int]:
         stat = os.stat(self.path)

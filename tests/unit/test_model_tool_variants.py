@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from python_backends.calibrate.profile_schema import CalibrationProfileError, load_profile
 from python_backends.calibrate.step import bound_profile
 from python_backends.contract import RequestLimits
-from python_backends.model_repository import ENGINE, PREPROCESS, STEPS, config_dict, read_config, variant_file
+from python_backends.model_repository import (
+    ENGINE, PREPROCESS, STEPS, VariantModel, config_dict, read_config, variant_file,
+)
+from python_backends.model_source import checkpoint_identity
 from reranker_model.cli import main
 from tests.support.tiny_models import session_models
 
@@ -168,3 +172,33 @@ def test_a_sample_of_documents_alone_is_sized_with_room_for_a_query_and_a_replac
                           "max_model_len 107: 0 of 10 sample documents (0.0%) cut"]
     assert main([*add, "--force", "--max-query-words", "8", "--max-model-len", "51"]) == 0
     assert served_limits(repository, "tiny-bert").max_model_len == 51
+
+
+def test_a_profile_goes_with_its_checkpoint_not_its_folder_name(capsys, tiny, tmp_path):
+    """Two checkpoints in folders of the same name (a fine-tune beside its base): each variant gets a profile bound to
+    its own checkpoint, and the calibrate step refuses the other's."""
+    repository = shutil.copytree(ROOT / "model_repository", tmp_path / "repo")
+    base, tuned = shutil.copytree(tiny["bert"], tmp_path / "a" / "bert"), shutil.copytree(tiny["bert"], tmp_path / "b" / "bert")
+    weights = tuned / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-4:] = bytes(255 - b for b in data[-4:])  # other weights, same config and tensor shapes
+    weights.write_bytes(bytes(data))
+    assert checkpoint_identity(base) != checkpoint_identity(tuned)
+    for name, model in (("base", base), ("tuned", tuned)):
+        assert main(["--repository", str(repository), "add", name, str(model)]) == 0
+    written = [line for line in capsys.readouterr().out.splitlines() if "profiles/" in line]
+    tuned_profile = f"profiles/bert-{checkpoint_identity(tuned).removeprefix('sha256:')[:8]}.json"
+    assert written == ["wrote rerank_calibrate/profiles/bert.json", f"wrote rerank_calibrate/{tuned_profile}"]
+    profiles = {name: load_profile(repository / "rerank_calibrate" / VariantModel.for_step(
+        repository / "rerank_calibrate", config_dict(variant_file(repository, "rerank_calibrate", name))).calibration_profile)
+        for name in ("base", "tuned")}
+    assert {name: profile.checkpoint for name, profile in profiles.items()} == {
+        "base": checkpoint_identity(base), "tuned": checkpoint_identity(tuned)}
+    base_profile = repository / "rerank_calibrate" / "profiles" / "bert.json"
+    with pytest.raises(CalibrationProfileError) as caught:
+        bound_profile(base_profile, str(tuned), "logit", checkpoint_identity(tuned))
+    assert str(caught.value) == (
+        f"{base_profile}: profile bert-unfitted@{profiles['base'].version} was made for checkpoint "
+        f"{checkpoint_identity(base)} (model '{base}'), but the served model '{tuned}' is checkpoint "
+        f"{checkpoint_identity(tuned)}; fit a profile for this model (reranker-calibrate fit) or point "
+        "calibration_profile at its own")

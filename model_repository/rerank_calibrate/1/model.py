@@ -13,8 +13,8 @@ from python_backends.triton_io import input_array, required_array, respond
 
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
-        self.settings = CalibrateSettings.from_args(args)
-        self.profiles = ProfileStore(self.settings.profile_path, self.settings.model, self.settings.score_type)
+        self.settings = settings = CalibrateSettings.from_args(args)
+        self.profiles = ProfileStore(settings.profile_path, settings.model, settings.score_type, settings.checkpoint)
         labels = model_labels(args)
         self.metrics = CalibrationMetrics(pb_utils, labels)
         self.metrics.in_use(self.profiles.profile.tag)
