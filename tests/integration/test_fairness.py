@@ -62,10 +62,13 @@ def test_a_small_request_behind_a_maximal_one_is_answered_within_3x_its_solo_lat
     outcome, step = rerank(server, "budget", ONE_STEP)
     assert outcome.startswith("ranking"), outcome
     # The maximal request gets a timeout so that the test does not wait for all of it (its abort: the next test).
+    before = aborted(server)
     maximal, answers = in_background(lambda: rerank(server, "budget", MAXIMAL, timeout_s=10))
     assert wait_until(lambda: held(server) > 0, 60, poll_s=0.2), "the maximal request never reached vLLM"
     outcome, behind = rerank(server, *SMALL)
     maximal.join()
+    # its abort is counted by the engine after its answer went out: the next test counts aborts from here
+    assert wait_until(lambda: aborted(server) - before == 1, 10, poll_s=0.1), aborted(server) - before
     print(f"small alone {solo:.3f} s, one step {step:.2f} s, small behind the maximal {behind:.2f} s, "
           f"maximal: {answers[0][0][:60]} after {answers[0][1]:.1f} s")
     assert outcome == "ranking [1, 0]"
