@@ -79,12 +79,13 @@ def own_server(servers: Servers) -> RunningServer:
 class Traffic:
     """Public requests from `workers` threads until stopped; counts each outcome."""
 
-    def __init__(self, server: RunningServer, workers: int = 8) -> None:
+    def __init__(self, server: RunningServer, workers: int = 8, timeout_s: float = 60) -> None:
         self.server, self.outcomes, self._stop = server, Counter(), threading.Event()
+        self.timeout_s = timeout_s  # each request's deadline: how long a request Triton never answers holds the exit
         self._threads = [threading.Thread(target=self._run) for _ in range(workers)]
 
     def _run(self) -> None:
-        client = RerankClient(self.server.grpc_url, protocol="grpc", max_retries=0, timeout_s=60)
+        client = RerankClient(self.server.grpc_url, protocol="grpc", max_retries=0, timeout_s=self.timeout_s)
         while not self._stop.is_set():
             try:
                 ranking = [r.index for r in client.rerank(PROBE_QUERY, PROBE_DOCUMENTS).results]
@@ -107,7 +108,9 @@ class Traffic:
 def _freeze_under_traffic(server: RunningServer, before_s: float, seconds: float, after_s: float) -> Counter:
     """The engine stub stopped (SIGSTOP) for `seconds` while public traffic runs; the traffic's outcomes."""
     (pid,) = stub_pids(server, "rerank_engine")
-    with Traffic(server) as traffic:
+    # 20 s deadlines: a probe pair takes milliseconds, seconds behind a freeze; a request of a batch Triton lost is
+    # never answered, and its deadline is what lets the traffic end (with 60 s such a run took 65 s)
+    with Traffic(server, timeout_s=20) as traffic:
         time.sleep(before_s)
         os.kill(pid, signal.SIGSTOP)
         time.sleep(seconds)
