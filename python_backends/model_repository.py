@@ -125,8 +125,9 @@ def copy_with_variant(out: Path, name: str, base: str = DEFAULT, parameters: dic
 
 @dataclass(frozen=True)
 class VariantModel:
-    """What a variant serves, as its engine file states it once: the checkpoint reference, max_model_len (both in
-    engine_args) and the calibration profile (a path under the calibrate step's folder)."""
+    """What a variant serves, as its engine file states it once: the checkpoint reference (in engine_args) and the
+    calibration profile (a path under the calibrate step's folder). Its max_model_len, a request limit, is read from
+    the same file by RequestLimits.from_model_configs, as clients read it."""
 
     engine_file: Path
     engine_config: dict[str, Any]  # the engine file in JSON form
@@ -138,10 +139,6 @@ class VariantModel:
     @property
     def model(self) -> str:
         return _stated(self.engine_args, "model", str, f"{self.engine_file}, engine_args")
-
-    @property
-    def max_model_len(self) -> int:
-        return _stated(self.engine_args, "max_model_len", int, f"{self.engine_file}, engine_args")
 
     @property
     def calibration_profile(self) -> str:

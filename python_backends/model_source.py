@@ -71,6 +71,16 @@ def checkpoint_identity(folder: Path) -> str:
     return f"sha256:{digest.hexdigest()[:16]}"
 
 
+def local_identity(reference: str) -> str | None:
+    """The identity of the checkpoint a reference names, where its files are on this machine; None where they are not
+    (a hub id vLLM would fetch, a folder that is gone)."""
+    try:
+        folder = local_checkpoint(reference)
+    except ModelSourceError:
+        return None
+    return checkpoint_identity(folder) if folder else None
+
+
 def verify_sha256(model_dir: str, pins: dict[str, str]) -> None:
     """Refuse weights whose bytes differ from the pinned digests (file name -> sha256 hex)."""
     for name, expected in pins.items():

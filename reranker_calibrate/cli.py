@@ -22,7 +22,7 @@ from pathlib import Path
 
 from python_backends.calibrate.profile_schema import CalibrationProfileError, dump_profile, load_profile
 from python_backends.calibrate.profiles import CALIBRATORS, SCORE_TYPES
-from python_backends.model_source import ModelSourceError, checkpoint_identity, local_checkpoint
+from python_backends.model_source import local_identity
 
 from .pair_scoring import PrecomputedScorer, Scorer, ScoringError, TritonScorer, read_pairs, write_scored
 from .selection import analyse
@@ -155,7 +155,7 @@ def _fit(args: argparse.Namespace) -> int:
         old_thresholds=args.old_thresholds,
         provenance=provenance,
     )
-    run.profile.checkpoint = _identity(args.model)
+    run.profile.checkpoint = local_identity(args.model)  # bound to the checkpoint where its files are here
     profile_path = args.out_dir / f"{args.name}.json"
     dump_profile(run.profile, profile_path)
     md, png = write_report(run, args.out_dir, profile_path.name)
@@ -226,15 +226,6 @@ def _check(args: argparse.Namespace) -> int:
             continue
         print(f"ok: {path}: {profile.tag} {profile.method} ({profile.score_type}, {profile.model})")
     return 1 if failed else 0
-
-
-def _identity(model: str) -> str | None:
-    """The checkpoint identity a fitted profile is bound to, where the model's files are on this machine."""
-    try:
-        folder = local_checkpoint(model)
-    except ModelSourceError:
-        return None
-    return checkpoint_identity(folder) if folder else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ class ModelCheck:
         """The architecture vLLM instantiates: the family's hf_overrides may turn a causal LM into a classifier."""
         return self.engine_args.get("hf_overrides", {}).get("architectures", [self.architecture])[0]
 
-    @property
+    @cached_property
     def identity(self) -> str:
         """What its calibration profile is bound to (python_backends.model_source.checkpoint_identity)."""
         return checkpoint_identity(Path(self.path))

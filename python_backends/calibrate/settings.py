@@ -10,7 +10,7 @@ from typing import Any
 
 from ..families import detect_model
 from ..model_repository import VariantModel
-from ..model_source import checkpoint_identity, local_checkpoint, resolve_model
+from ..model_source import local_identity, resolve_model
 from ..triton_params import ModelParameters
 
 
@@ -40,7 +40,7 @@ class CalibrateSettings:
         return cls(
             model=variant.model,
             score_type=detect_model(resolve_model(variant.model)).score_type,  # from the checkpoint's own config.json
-            checkpoint=checkpoint_identity(folder) if (folder := local_checkpoint(variant.model)) else None,
+            checkpoint=local_identity(variant.model),
             profile_path=model_dir / variant.calibration_profile,
             max_documents=params.integer("max_documents", minimum=1),
             drift_window=params.integer("drift_window", minimum=1),

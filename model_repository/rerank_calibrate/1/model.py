@@ -1,6 +1,5 @@
 """Triton adapter of the calibrate step; the logic is `python_backends.calibrate`."""
 
-
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
