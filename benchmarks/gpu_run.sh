@@ -16,7 +16,8 @@
 #                                        # looks: for parts that reach the host separately
 #
 # env: VLLM_VERSION (0.26.0)  MODELS ("qwen3"; also xlmr)  SYSTEMS (build,matmul,triton,async_llm,engine_step,vllm_same,
-#      vllm_default,hf)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8"; "" = none)  SWEEP (";"-separated
+#      vllm_default,hf; parity: the model card's recipe in fp32)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8";
+#      "" = none)  INVARIANCE (levels of the probes-under-load check, e.g. 1,8,32,64; "" = none)  SWEEP (";"-separated
 #      KEY=JSON engine overrides, one sweep point each)  CONFIG_POINTS (space-separated committed config variants,
 #      e.g. gpu-fp8, one point each)  OVERLOAD (Triton at this multiple of its last level's rate
 #      after the levels, 4; 0 = none)  BENCH_DEADLINE (seconds for all of it, 570)  BENCH_ARGS
@@ -33,6 +34,7 @@ MODELS=${MODELS:-qwen3}
 SYSTEMS=${SYSTEMS:-build,matmul,triton,async_llm,engine_step,vllm_same,vllm_default,hf}
 LEVELS=${LEVELS:-1,8,32,64}
 PERF=${PERF-8}
+INVARIANCE=${INVARIANCE:-}
 OVERLOAD=${OVERLOAD:-4}
 DEADLINE=${BENCH_DEADLINE:-570}
 VPY=${VPY:-/opt/torch/.venv/bin/python3}
@@ -41,7 +43,7 @@ VPY=${VPY:-/opt/torch/.venv/bin/python3}
 if [ "${1:-}" = stash ]; then bash tools/offline_gpu/install_kit.sh --stash; exit; fi
 
 main() {
-say "gpu_run.sh vLLM $VLLM_VERSION models=[$MODELS] systems=$SYSTEMS levels=$LEVELS perf=[$PERF] overload=$OVERLOAD sweep=[${SWEEP:-}] config points=[${CONFIG_POINTS:-}] deadline ${DEADLINE}s"
+say "gpu_run.sh vLLM $VLLM_VERSION models=[$MODELS] systems=$SYSTEMS levels=$LEVELS perf=[$PERF] invariance=[$INVARIANCE] overload=$OVERLOAD sweep=[${SWEEP:-}] config points=[${CONFIG_POINTS:-}] deadline ${DEADLINE}s"
 nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
 say "install_kit"
 bash tools/offline_gpu/install_kit.sh || { say "install_kit FAILED"; return 1; }
@@ -68,7 +70,7 @@ for model in $MODELS; do
   say "benchmark $model (deadline ${left}s)"
   # shellcheck disable=SC2086
   $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$VLLM_VERSION/$model" \
-    --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --overload "$OVERLOAD" --deadline "$left" --vllm-python "$VPY" \
+    --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --invariance "$INVARIANCE" --overload "$OVERLOAD" --deadline "$left" --vllm-python "$VPY" \
     "${sweep[@]}" ${BENCH_ARGS:-} || rc=$?
   for f in benchmark.json table.txt benchmark.png; do
     [ -f "/tmp/bench_out/$model/$f" ] && cp "/tmp/bench_out/$model/$f" "$OUT/$model.$f"

@@ -68,7 +68,7 @@ def _compare(a: list[dict], b: list[dict]) -> dict | None:
 
 def cross_check(results: dict) -> dict:
     """Base point: every pair of systems (Triton gRPC and HTTP against the rest). Sweep points: each against the
-    same system at the base point (e.g. FP8 against bf16)."""
+    same system at the base point (e.g. FP8 against bf16). The parity step's reference against every system."""
     probes = {k: results[k]["probe"] for k in load_keys(results) if results[k].get("probe")}
     if results.get("triton", {}).get("probe_http"):
         probes["triton_http"] = results["triton"]["probe_http"]
@@ -82,6 +82,10 @@ def cross_check(results: dict) -> dict:
         name = key.split("@")[0]
         if name in probes and (c := _compare(probes[name], probes[key])) is not None:
             out[f"{name}~{key}"] = c
+    reference = results.get("parity", {}).get("probe")
+    for key in probes if reference else ():
+        if (c := _compare(reference, probes[key])) is not None:
+            out[f"parity~{key}"] = c
     return out
 
 
@@ -177,6 +181,11 @@ def _system_lines(key: str, r: dict, w: int) -> list[str]:
                      f"{o['refused']} (p50 {o['refused_latency_ms']['p50']} ms), other {sum(o['other'].values())}, "
                      f"lost {o['lost']}; GPU memory peak {o['gpu_memory']['peak_mib']} MiB; probe after: max|diff| "
                      f"{o['probe_after_max_abs_diff']}")
+    if r.get("invariance"):
+        inv = r["invariance"]
+        lines.append(f"{'':{w}}  invariance ({inv['probes']} probes x {inv['rounds']} rounds against alone): " + "; ".join(
+            f"c={row['concurrency']} max|diff| {row['max_abs_diff']:.3g}, {row['pairs_changed']}/{row['pairs']} pairs "
+            f"moved, top-10 changed {row['top10_changed']}/{row['answers']}" for row in inv["levels"]))
     for row in (r.get("perf_analyzer") or {}).get("levels", []):
         pa = row.get("perf_analyzer", {})
         lines.append(f"{'':{w}}  perf_analyzer c={row['concurrency']}: {pa.get('infer_per_s')} infer/s "

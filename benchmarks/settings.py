@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # seconds per step; a step's child is stopped at its budget and the next one starts
 # (GPU: an engine start took over 2 min in the first H200 probe, tools/offline_gpu/NOTES.md; the levels of one
 # system take ~30-60 s; --deadline shares what is left among the later systems)
-BUDGETS = {"build": 120, "matmul": 40, "triton": 330, "async_llm": 160, "engine_step": 160, "vllm_same": 180,
+BUDGETS = {"build": 120, "matmul": 40, "parity": 90, "triton": 330, "async_llm": 160, "engine_step": 160, "vllm_same": 180,
            "vllm_default": 180, "hf": 100}
-TINY_BUDGETS = {"build": 200, "matmul": 60, "triton": 400, "async_llm": 300, "engine_step": 300, "vllm_same": 300,
+TINY_BUDGETS = {"build": 200, "matmul": 60, "parity": 150, "triton": 400, "async_llm": 300, "engine_step": 300, "vllm_same": 300,
                 "vllm_default": 300, "hf": 150}
 
 
@@ -44,6 +44,7 @@ class Settings:
     perf_requests: int = 16  # distinct requests in perf_analyzer's input data
     overload_factor: float = 0.0  # Triton system: open-loop load at this multiple of the last level's rate (0: none)
     overload_s: float = 10.0
+    invariance_levels: list[int] = field(default_factory=list)  # Triton system: probes alone vs under load at these
 
     @property
     def variant(self) -> str:
@@ -129,6 +130,9 @@ def parse_args(argv=None, systems: tuple[str, ...] = ()):
     ap.add_argument("--overload", type=float, default=0.0, metavar="FACTOR",
                     help="after the levels, the Triton system sends FACTOR x the last level's request rate for 10 s "
                          "(benchmarks/systems/overload.py); 0: none")
+    ap.add_argument("--invariance", default="", metavar="LEVELS",
+                    help="after the levels, the Triton system scores probe requests alone and beside other load at "
+                         "these concurrency levels, e.g. 1,8,32,64 (benchmarks/systems/invariance.py; empty: none)")
     ap.add_argument("--deadline", type=float, default=None, help="seconds for the whole invocation")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--settings", type=Path, help=argparse.SUPPRESS)
@@ -151,9 +155,14 @@ def settings_from(args, device: str) -> Settings:
     conc = args.concurrency or ("1,2" if args.tiny else "1,8,32,64")
     return Settings(
         out=args.out.resolve(), work=args.work.resolve(), tiny=args.tiny, model=args.model, device=device,
-        concurrency=[int(c) for c in conc.split(",") if c.strip()],
+        concurrency=levels(conc),
         min_requests=args.min_requests if args.min_requests is not None else (8 if args.tiny else 48),
         warmup=args.warmup, probe=args.probe, request_timeout_s=args.request_timeout, budgets=budgets,
         triton_start=triton_start, vllm_python=args.vllm_python, full_load=args.full_load,
-        perf_levels=[int(c) for c in args.perf_analyzer.split(",") if c.strip()], overload_factor=args.overload,
+        perf_levels=levels(args.perf_analyzer), overload_factor=args.overload,
+        invariance_levels=levels(args.invariance),
     )
+
+
+def levels(text: str) -> list[int]:
+    return [int(c) for c in text.split(",") if c.strip()]

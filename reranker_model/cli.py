@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--force", action="store_true", help="replace a variant of this name that is already there")
     add.add_argument("--gpu", action="store_true", help="one engine per GPU with the GPU engine arguments")
     add.add_argument("--quantization", help="vLLM's quantization of the weights at load, e.g. fp8 (GPU)")
+    add.add_argument("--batch-invariant", action="store_true",
+                     help="vLLM's batch-invariant mode: a pair's raw score does not depend on what shares its batch "
+                          "(GPU, compute capability >= 9.0; slower, docs/PERFORMANCE.md)")
     add.add_argument("--max-model-len", type=int, help="default: from --documents, else the model's limit")
     add.add_argument("--max-query-words", type=int,
                      help="with --documents: the longest query to size for (default: the sample's longest query; "
@@ -141,7 +144,7 @@ def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if length > model.length_limit:
         raise RefusedModel(f"max_model_len {length} is over {model.reference}'s limit of {model.length_limit} tokens")
     spec = VariantSpec(args.name, model, length, args.gpu, args.preprocess_instances, args.tokenizer_threads,
-                       args.queue_delay_us, args.quantization, command=["reranker-model", *argv[argv.index("add"):]])
+                       args.queue_delay_us, args.quantization, args.batch_invariant, command=["reranker-model", *argv[argv.index("add"):]])
     written = write_variant(spec, args.repository)
     if args.documents is not None:
         base = configured_engine_args(read_config(config_path(args.repository, ENGINE)))

@@ -34,6 +34,9 @@ GPU_PARAMETERS = {
     "rerank_engine": {"model_sha256": "{}", "max_inflight_tokens": "524288",
                       "vllm_env": json.dumps({"VLLM_NO_USAGE_STATS": "1"})},
 }
+# vLLM reads it in the engine's processes; the engine step sets vllm_env before it imports vLLM (compute capability
+# >= 9.0 per vLLM's docs)
+BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
 GPU_PREPROCESS_INSTANCES = 2
 # The H200 numbers are measured with preprocess batches of up to 64; config.pbtxt's 4 bounds the shared-memory region
 # on a small CPU machine, where a GPU host has the memory for 64.
@@ -53,6 +56,7 @@ class VariantSpec:
     tokenizer_threads: int | None = None
     queue_delay_us: tuple[int, int, int] | None = None
     quantization: str | None = None  # vLLM's, of the weights at load (fp8)
+    batch_invariant: bool = False  # vLLM's batch-invariant kernels: a pair's score whatever shares its batch
     command: list[str] = field(default_factory=list)  # the add command line, written as each file's first line
 
 
@@ -102,6 +106,9 @@ def step_configs(spec: VariantSpec, repository: Path) -> dict[str, Any]:
         for group in engine.instance_group:
             group.kind = type(group).KIND_GPU
         preprocess.max_batch_size = GPU_PREPROCESS_MAX_BATCH_SIZE
+    if spec.batch_invariant:
+        vllm_env = json.loads(engine.parameters["vllm_env"].string_value or "{}")
+        set_parameters(engine, {"vllm_env": json.dumps({**vllm_env, BATCH_INVARIANT_ENV: "1"})})
     instances = spec.preprocess_instances or (GPU_PREPROCESS_INSTANCES if spec.gpu else None)
     if instances:
         preprocess.instance_group[0].count = instances

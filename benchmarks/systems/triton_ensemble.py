@@ -20,7 +20,7 @@ from pathlib import Path
 from benchmarks import engine_config, hf_cache
 from benchmarks.procs import ROOT, ServerProcess, http_json, log
 from benchmarks.settings import Settings
-from benchmarks.systems import overload, perf_analyzer, triton_stats
+from benchmarks.systems import invariance, overload, perf_analyzer, triton_stats
 from benchmarks.systems.common import drive
 from benchmarks.workload import Workload
 from loadtest import payload
@@ -94,6 +94,11 @@ async def measure(s: Settings, work: Workload, urls: dict, result: dict, deadlin
         res = await infer(k)
         return [float(x) for x in np.asarray(res.as_numpy("RAW_SCORES")).ravel()]
 
+    async def raw_scores(request):  # any request, for the invariance check's other load
+        inputs, outputs = payload.grpc_inputs(request, grpcmod)
+        res = await client.infer(payload.MODEL_NAME, inputs, outputs=outputs)
+        return [float(x) for x in np.asarray(res.as_numpy("RAW_SCORES")).ravel()]
+
     def between(when, before=None, level=None):
         time.sleep(0.5)  # let the last batch's statistics land
         now = triton_stats.snapshot(urls["http"], urls["metrics"])
@@ -106,6 +111,8 @@ async def measure(s: Settings, work: Workload, urls: dict, result: dict, deadlin
         result["http_vs_grpc_max_abs_diff"] = max(
             (float(np.max(np.abs(np.asarray(a["raw"]) - np.asarray(b["raw"]))))
              for a, b in zip(result["probe"], result["probe_http"])), default=None)
+        if s.invariance_levels:
+            result["invariance"] = await invariance.measure(raw_scores, work.requests, s.invariance_levels, deadline)
         if s.point == "base":  # a sweep point measures the engine change only
             await server_checks(s, work, urls, infer, probe, result, deadline)
     finally:

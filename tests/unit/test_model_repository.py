@@ -20,6 +20,7 @@ from python_backends.model_repository import (
 from python_backends.preprocess.settings import PreprocessSettings
 from python_backends.triton_params import ConfigError
 
+GPU_VARIANTS = ("gpu", "gpu-bge-m3", "gpu-deterministic", "gpu-fp8")  # the committed configs/NAME.pbtxt
 
 def config(name: str) -> model_config_pb2.ModelConfig:
     return read_config(REPO / name / "config.pbtxt")
@@ -31,6 +32,7 @@ def param(cfg: model_config_pb2.ModelConfig, key: str) -> str:
 
 @pytest.mark.parametrize("name", PYTHON_MODELS)
 def test_python_steps_batch_dynamically_and_have_a_model_py(name):
+    assert sorted(path.stem for path in (REPO / name / "configs").glob("*.pbtxt")) == list(GPU_VARIANTS)
     cfg = config(name)
     assert cfg.backend == "python"
     assert cfg.HasField("dynamic_batching")
@@ -38,7 +40,7 @@ def test_python_steps_batch_dynamically_and_have_a_model_py(name):
     assert (REPO / name / "1" / "model.py").is_file()
 
 
-@pytest.mark.parametrize("variant", [DEFAULT, "gpu", "gpu-bge-m3", "gpu-fp8"])
+@pytest.mark.parametrize("variant", [DEFAULT, *GPU_VARIANTS])
 @pytest.mark.parametrize("name", PYTHON_MODELS)
 def test_no_step_queue_has_a_policy_so_triton_prefetches_its_batches(name, variant):
     """A queue policy (timeout, size limit, priority levels) turns off the batcher's prefetch, and a burst then waits
@@ -63,7 +65,7 @@ def engine_args(cfg: model_config_pb2.ModelConfig) -> dict:
     return json.loads(param(cfg, "engine_args"))
 
 
-@pytest.mark.parametrize("variant", [DEFAULT, "gpu", "gpu-bge-m3", "gpu-fp8"])
+@pytest.mark.parametrize("variant", [DEFAULT, *GPU_VARIANTS])
 def test_a_variant_states_its_model_once_in_the_engine_file_the_other_steps_read(variant):
     engine_file = config_path(REPO, ENGINE, variant)
     engine = read_config(engine_file)
@@ -80,7 +82,8 @@ def test_a_variant_states_its_model_once_in_the_engine_file_the_other_steps_read
 def test_the_checkpoint_reference_is_written_once_per_variant():
     references = [line for path in sorted(REPO.glob("*/**/*.pbtxt"))
                   for line in path.read_text().splitlines() if '\\"model\\":' in line or 'key: "model"' in line]
-    assert len(references) == 4, references  # config.pbtxt, gpu, gpu-fp8, gpu-bge-m3: the engine's files
+    # config.pbtxt and the GPU variants' configs/NAME.pbtxt: the engine's files
+    assert len(references) == 1 + len(GPU_VARIANTS), references
 
 
 def test_a_step_file_copied_to_another_variant_without_its_engine_config_fails_the_load_naming_both(tmp_path):
@@ -117,21 +120,30 @@ def test_the_qwen3_config_carries_the_engine_args_its_family_requires():
     assert {key: args.get(key) for key in Qwen3YesNo.engine_args} == dict(Qwen3YesNo.engine_args)
 
 
-def test_the_fp8_variant_is_the_gpu_variant_with_fp8_quantization():
-    """configs/gpu-fp8.pbtxt may differ from configs/gpu.pbtxt only in the engine's quantization, the other steps'
-    engine_config (each names its own variant's engine file) and comments."""
+# The variants that are the gpu variant with one engine setting changed, and that setting
+GPU_VARIANT_CHANGES = {
+    "gpu-fp8": ("engine_args", lambda gpu: {**gpu, "quantization": "fp8"}),
+    "gpu-deterministic": ("vllm_env", lambda gpu: {**gpu, "VLLM_BATCH_INVARIANT": "1"}),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(GPU_VARIANT_CHANGES))
+def test_a_gpu_variant_of_one_engine_change_differs_from_gpu_only_there(variant):
+    """configs/gpu-fp8.pbtxt and configs/gpu-deterministic.pbtxt may differ from configs/gpu.pbtxt only in their one
+    engine setting, the other steps' engine_config (each names its own variant's engine file) and comments."""
+    key, changed = GPU_VARIANT_CHANGES[variant]
     for name in PYTHON_MODELS:
-        gpu, fp8 = (read_config(REPO / name / "configs" / f"{v}.pbtxt") for v in ("gpu", "gpu-fp8"))
+        gpu, other = (read_config(REPO / name / "configs" / f"{v}.pbtxt") for v in ("gpu", variant))
         if name == "rerank_engine":
-            assert engine_args(fp8) == {**engine_args(gpu), "quantization": "fp8"}
-            for cfg in (gpu, fp8):
-                cfg.parameters["engine_args"].string_value = ""
+            assert json.loads(param(other, key)) == changed(json.loads(param(gpu, key)))
+            cleared = key
         else:
-            assert (param(gpu, "engine_config"), param(fp8, "engine_config")) == tuple(
-                f"../rerank_engine/configs/{v}.pbtxt" for v in ("gpu", "gpu-fp8"))
-            for cfg in (gpu, fp8):
-                cfg.parameters["engine_config"].string_value = ""
-        assert fp8 == gpu, name
+            assert (param(gpu, "engine_config"), param(other, "engine_config")) == tuple(
+                f"../rerank_engine/configs/{v}.pbtxt" for v in ("gpu", variant))
+            cleared = "engine_config"
+        for cfg in (gpu, other):
+            cfg.parameters[cleared].string_value = ""
+        assert other == gpu, name
 
 
 def test_embedded_default_weights_match_their_pinned_sha256():

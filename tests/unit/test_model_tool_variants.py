@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = {
     "gpu": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192"],
     "gpu-fp8": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192", "--quantization", "fp8"],
+    "gpu-deterministic": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192", "--batch-invariant"],
     "gpu-bge-m3": ["BAAI/bge-reranker-v2-m3", "--gpu", "--max-model-len", "8192", "--preprocess-instances", "4",
                    "--tokenizer-threads", "3", "--queue-delay-us", "1000,2000,500"],
 }
