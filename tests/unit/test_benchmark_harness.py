@@ -1,5 +1,6 @@
 """The GPU benchmark's harness on the CPU: sweep-point names usable as folder and config names, a server that fails
-to load stops the wait at once with its own words, and the single request's timeline from Triton's statistics."""
+to load stops the wait at once with its own words, the single request's timeline from Triton's statistics, and the
+invariance check's other load and its counts."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import re
 import sys
 import time
 
+import asyncio
+
 import pytest
 
+from benchmarks.corpus import Request
 from benchmarks.engine_config import point_name
 from benchmarks.procs import ServerProcess
 from benchmarks.run_gpu_benchmark import points
+from benchmarks.systems import invariance
 from benchmarks.systems.triton_ensemble import LOAD_FAILURE
 from benchmarks.systems.triton_stats import TRITON_MODELS, delta, timeline
 
@@ -95,3 +100,34 @@ def test_a_server_without_the_preprocess_counter_keeps_tritons_compute_time():
                   {"latency_ms": {"mean": 140.0}, "wall_s": 1.0})["triton_stats"]
     assert "answer_ms" not in stats["per_model"]["rerank_preprocess"]
     assert stats["timeline_ms"]["preprocess_end"] == 1.1
+
+
+def test_the_other_load_of_the_invariance_check_varies_document_count_and_length():
+    documents = tuple("abcdefghij" * (k + 1) for k in range(64))
+    others = invariance.fillers([Request("q", documents, 10)] * 4)
+    assert [len(r.documents) for r in others] == [5, 17, 33, 64]
+    assert [len(r.documents[0]) for r in others] == [3, 6, 10, 3]  # 30%, 60%, 100% of 10 characters, then 30%
+    assert [r.top_n for r in others] == [5, 10, 10, 10]
+
+
+def test_the_invariance_check_counts_moved_scores_and_changed_top10s_against_alone():
+    alone = [[float(x) for x in range(12)], [0.5, 0.25]]
+    moved = list(alone[0])
+    moved[0], moved[11] = 20.0, 11.5  # the lowest score becomes the highest: the top 10 changes
+    seen = [(0, alone[0]), (0, moved), (1, [0.5, 0.25])]
+    assert invariance.compare(alone, seen) == {"answers": 3, "pairs": 26, "max_abs_diff": 20.0, "pairs_changed": 2,
+                                               "top10_changed": 1}
+
+
+def test_a_level_scores_each_probe_each_round_while_the_others_are_scored_beside_it():
+    calls = []
+
+    async def score(request):
+        calls.append(request.query)
+        await asyncio.sleep(0.001)
+        return [1.0] * len(request.documents)
+
+    probes = [Request("probe", ("a", "b"), 2)]
+    row = asyncio.run(invariance.level(score, probes, [Request("other", ("c",), 1)], 4, [[1.0, 1.0]]))
+    assert (row["concurrency"], row["answers"], row["pairs_changed"], row["filler_errors"]) == (4, 2, 0, 0)
+    assert calls.count("probe") == invariance.ROUNDS and calls.count("other") >= 3
