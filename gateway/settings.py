@@ -1,12 +1,23 @@
-"""The gateway's settings, read from the environment (the names docker-compose.yml and the image set)."""
+"""The gateway's settings, read from the environment (the names docker-compose.yml and the image set): ENVIRONMENT
+names each variable's setting once, and pydantic converts and checks the values."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, TypeAdapter, ValidationError
+
+
+def _names(value: Any) -> Any:
+    """A comma-separated list of names, as the environment spells it ("a, b,,c" -> ("a", "b", "c"))."""
+    return tuple(name.strip() for name in value.split(",") if name.strip()) if isinstance(value, str) else value
+
+
+Names = Annotated[tuple[str, ...], BeforeValidator(_names)]
 
 
 @dataclass(frozen=True)
@@ -14,7 +25,7 @@ class Settings:
     triton_grpc_url: str = "localhost:8001"  # TRITON_GRPC_URL
     # RERANK_MODEL: the Triton model (ensemble) that answers; also the default of the body's optional `model`
     triton_model: str = "reranker"
-    model_aliases: tuple[str, ...] = ()  # GATEWAY_MODEL_ALIASES: more names accepted in the body's `model`
+    model_aliases: Names = ()  # GATEWAY_MODEL_ALIASES: more names accepted in the body's `model`
     host: str = "127.0.0.1"  # GATEWAY_HOST (the image sets 0.0.0.0)
     port: int = 8080  # GATEWAY_PORT
     # GATEWAY_MAX_DOCUMENTS: per call, a gateway policy; the call is split into requests of the server's own
@@ -39,7 +50,7 @@ class Settings:
     log_level: str = "info"  # GATEWAY_LOG_LEVEL
     # GATEWAY_MODELS: more Triton ensembles served by their own name in the body's `model` (each its own client
     # and limits), e.g. a second model next to `reranker` (`reranker-model ensemble`)
-    other_models: tuple[str, ...] = ()
+    other_models: Names = ()
     shadow: ShadowSettings | None = None  # GATEWAY_SHADOW_*: a candidate model compared off the request path
 
     def __post_init__(self) -> None:
@@ -59,45 +70,24 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """The settings the variables of ENVIRONMENT give (an empty one leaves its default); pydantic converts and
+        checks them, and a value it refuses names its variable."""
         env = os.environ if env is None else env
-
-        def get(name: str, default: object, kind: type = str) -> object:
-            value = env.get(name, "").strip()
-            if not value:
-                return default
-            try:
-                return kind(value)
-            except ValueError:
-                raise ValueError(f"{name}={value!r} is not a valid {kind.__name__}") from None
-
-        defaults = cls()
-
-        def names(variable: str) -> tuple[str, ...]:
-            return tuple(a.strip() for a in env.get(variable, "").split(",") if a.strip())
-
-        aliases = names("GATEWAY_MODEL_ALIASES")
-        key_file = env.get("GATEWAY_API_KEY_FILE", "").strip()
-        api_key = Path(key_file).read_text() if key_file else env.get("GATEWAY_API_KEY", "")
-        return cls(
-            triton_grpc_url=get("TRITON_GRPC_URL", defaults.triton_grpc_url),
-            triton_model=get("RERANK_MODEL", defaults.triton_model),
-            model_aliases=aliases,
-            host=get("GATEWAY_HOST", defaults.host),
-            port=get("GATEWAY_PORT", defaults.port, int),
-            max_documents=get("GATEWAY_MAX_DOCUMENTS", defaults.max_documents, int),
-            max_concurrency=get("GATEWAY_MAX_CONCURRENCY", defaults.max_concurrency, int),
-            max_retries=get("GATEWAY_MAX_RETRIES", defaults.max_retries, int),
-            backoff_s=get("GATEWAY_BACKOFF_S", defaults.backoff_s, float),
-            timeout_s=get("GATEWAY_TIMEOUT_S", defaults.timeout_s, float),
-            max_body_bytes=get("GATEWAY_MAX_BODY_BYTES", defaults.max_body_bytes, int),
-            body_timeout_s=get("GATEWAY_BODY_TIMEOUT_S", defaults.body_timeout_s, float),
-            max_inflight_body_bytes=get("GATEWAY_MAX_INFLIGHT_BODY_BYTES", defaults.max_inflight_body_bytes, int),
-            api_key=api_key.strip() or None,
-            health_timeout_s=get("GATEWAY_HEALTH_TIMEOUT_S", defaults.health_timeout_s, float),
-            log_level=get("GATEWAY_LOG_LEVEL", defaults.log_level),
-            other_models=names("GATEWAY_MODELS"),
-            shadow=ShadowSettings.from_env(get) if get("GATEWAY_SHADOW_MODEL", "") else None,
-        )
+        raw: dict[str, Any] = {}
+        for variable, setting, _ in ENVIRONMENT:
+            value = (env.get(variable) or "").strip()
+            if value and setting:
+                owner, _, name = setting.rpartition(".")
+                (raw.setdefault(owner, {}) if owner else raw)[name] = value
+        key_file = (env.get("GATEWAY_API_KEY_FILE") or "").strip()
+        if key_file:
+            raw["api_key"] = Path(key_file).read_text().strip() or None
+        if "model" not in raw.get("shadow", {}):  # the candidate's settings count only with a candidate
+            raw.pop("shadow", None)
+        try:
+            return TypeAdapter(cls).validate_python(raw)
+        except ValidationError as problem:
+            raise _named(problem) from None
 
 
 @dataclass(frozen=True)
@@ -125,22 +115,6 @@ class ShadowSettings:
                             ("TOP_K", self.top_k), ("DRIFT_WINDOW", self.drift_window)):
             if value < 1:
                 raise ValueError(f"GATEWAY_SHADOW_{name}={value} must be at least 1")
-
-    @classmethod
-    def from_env(cls, get: Callable[..., Any]) -> ShadowSettings:
-        defaults = cls("")
-        profile = get("GATEWAY_SHADOW_PROFILE", "")
-        return cls(
-            model=get("GATEWAY_SHADOW_MODEL", ""),
-            fraction=get("GATEWAY_SHADOW_FRACTION", defaults.fraction, float),
-            triton_grpc_url=get("GATEWAY_SHADOW_TRITON_GRPC_URL", None),
-            queue_size=get("GATEWAY_SHADOW_QUEUE", defaults.queue_size, int),
-            concurrency=get("GATEWAY_SHADOW_CONCURRENCY", defaults.concurrency, int),
-            timeout_s=get("GATEWAY_SHADOW_TIMEOUT_S", defaults.timeout_s, float),
-            top_k=get("GATEWAY_SHADOW_TOP_K", defaults.top_k, int),
-            profile=Path(profile) if profile else None,
-            drift_window=get("GATEWAY_SHADOW_DRIFT_WINDOW", defaults.drift_window, int),
-        )
 
 
 # Every environment variable the gateway reads, with the setting it fills (None: none of its own) and what it means:
@@ -176,6 +150,19 @@ ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
     ("GATEWAY_SHADOW_PROFILE", "shadow.profile", "the candidate's calibration profile, for its drift PSI"),
     ("GATEWAY_SHADOW_DRIFT_WINDOW", "shadow.drift_window", "the candidate's raw scores the PSI is taken over"),
 )
+
+
+VARIABLES = {setting: variable for variable, setting, _ in ENVIRONMENT if setting}
+
+
+def _named(problem: ValidationError) -> ValueError:
+    """The first problem pydantic found, as the variable that holds it: a value it could not convert, or the
+    settings' own check (__post_init__), whose message already names the variables."""
+    error = problem.errors()[0]
+    if error["type"] == "value_error":
+        return ValueError(str(error["ctx"]["error"]))
+    variable = VARIABLES[".".join(str(part) for part in error["loc"])]
+    return ValueError(f"{variable}={error['input']!r}: {error['msg']}")
 
 
 def default_of(setting: str | None) -> str:

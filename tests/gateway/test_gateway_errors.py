@@ -186,6 +186,19 @@ def test_settings_from_the_environment():
         Settings.from_env({"GATEWAY_PORT": "x"})
 
 
+def test_a_shadow_setting_is_read_with_its_candidate_and_a_bad_one_names_its_variable():
+    assert Settings.from_env({"GATEWAY_SHADOW_TOP_K": "x"}).shadow is None  # no candidate: its settings are not read
+    shadow = Settings.from_env({"GATEWAY_SHADOW_MODEL": "c", "GATEWAY_SHADOW_TOP_K": "3"}).shadow
+    assert (shadow.model, shadow.top_k, shadow.fraction) == ("c", 3, 0.1)
+    with pytest.raises(ValueError) as caught:
+        Settings.from_env({"GATEWAY_SHADOW_MODEL": "c", "GATEWAY_SHADOW_TOP_K": "x"})
+    assert str(caught.value) == (
+        "GATEWAY_SHADOW_TOP_K='x': Input should be a valid integer, unable to parse string as an integer")
+    with pytest.raises(ValueError) as caught:
+        Settings.from_env({"GATEWAY_SHADOW_MODEL": "c", "GATEWAY_SHADOW_FRACTION": "2"})
+    assert str(caught.value) == "GATEWAY_SHADOW_FRACTION=2.0 is not in [0, 1]"
+
+
 def test_a_body_that_is_not_json_gets_the_same_error_body():
     with TestClient(create_app(Settings(), client=StubClient())) as client:
         broken = client.post("/v2/rerank", content=b"{not json", headers={"Content-Type": "application/json"})
