@@ -124,6 +124,7 @@ RAW_SCORES = "RAW_SCORES"
 RANKING = "RANKING"
 TRUNCATED = "TRUNCATED"
 CALIBRATION = "CALIBRATION"
+SCORE_SEAL = "SCORE_SEAL"  # engine -> calibrate only: the engine's seal on RAW_SCORES (python_backends/seal.py)
 
 N = "N"  # the request's number of documents, in `Tensor.dims`
 

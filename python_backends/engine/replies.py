@@ -40,10 +40,12 @@ def outcome(exc: BaseException | None) -> str:
 class ReplyThread:
     """Sends the final response of each finished request; `close` returns once every queued reply is sent."""
 
-    def __init__(self, pb_utils: Any, output_name: str, metrics: EngineMetrics, held: Callable[[], int]) -> None:
-        """`held()`: the sequences vLLM holds now, reported after each answer and every REPORT_S when idle."""
+    def __init__(self, pb_utils: Any, outputs: Callable[[np.ndarray], dict[str, np.ndarray]], metrics: EngineMetrics,
+                 held: Callable[[], int]) -> None:
+        """`outputs(scores)`: the output tensors of one answered request, by name. `held()`: the sequences vLLM holds
+        now, reported after each answer and every REPORT_S when idle."""
         self._pb = pb_utils
-        self._output = output_name
+        self._outputs = outputs
         self._metrics = metrics
         self._held = held
         self._queue: queue.Queue = queue.Queue()
@@ -67,8 +69,8 @@ class ReplyThread:
             failure = result if isinstance(result, BaseException) else _failure(result)
             if failure is None:
                 scores: np.ndarray = result.result()
-                response = self._pb.InferenceResponse(
-                    output_tensors=[self._pb.Tensor(self._output, scores[None, :].astype(np.float32))])
+                response = self._pb.InferenceResponse(output_tensors=[
+                    self._pb.Tensor(name, array) for name, array in self._outputs(scores).items()])
             else:
                 response = engine_error(self._pb, failure)
             sender.send(response, flags=self._pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

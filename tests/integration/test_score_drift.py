@@ -1,6 +1,6 @@
 """Drift detection on the running server: the shipped profile was fitted on the man-page set; scoring man pages
-keeps reranker_score_drift_psi under the 0.25 alert threshold, scoring the hand-written set pushes it over, and
-reranker_raw_score counts every raw score the calibrate step saw."""
+keeps reranker_score_drift_psi under the 0.25 alert threshold, scoring the hand-written set pushes it over,
+reranker_raw_score counts every raw score the engine gave, and a direct call to the calibrate step moves neither."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 
 from python_backends.calibrate.drift import PSI_ALERT
 from python_backends.calibrate.profile_schema import load_profile
@@ -64,4 +66,25 @@ def test_psi_stays_under_the_threshold_in_the_fitting_domain_and_crosses_it_in_a
     while raw_score_count(server) - before < len(fitting_domain) + 3 * len(handwritten) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert raw_score_count(server) - before == len(fitting_domain) + 3 * len(handwritten)
+
+    # A direct call with 1000 made-up scores, unsealed and with a forged seal, would fill the window with one value
+    # (PSI 8.28 -> 0.00 once, before the engine sealed its scores): both are calibrated, neither is counted. The
+    # sealed pairs sent after them are counted once they are, and the direct ones would have been counted before.
+    counted = raw_score_count(server)
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    for seal in (None, b"forged"):
+        inputs = [grpcclient.InferInput("RAW_SCORES", [1, 1000], "FP32")]
+        inputs[0].set_data_from_numpy(np.zeros((1, 1000), dtype=np.float32))
+        if seal is not None:
+            inputs.append(grpcclient.InferInput("SCORE_SEAL", [1, 1], "BYTES"))
+            inputs[1].set_data_from_numpy(np.array([[seal]], dtype=np.object_))
+        answer = client.infer("rerank_calibrate", inputs)
+        assert answer.as_numpy("SCORES").shape == (1, 1000)
+    client.close()
+    feed(server, handwritten[:8])
+    deadline = time.monotonic() + 30
+    while raw_score_count(server) - counted < 8 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert raw_score_count(server) - counted == 8
+    assert psi(server) > PSI_ALERT  # the alert the hand-written set raised is still raised
 

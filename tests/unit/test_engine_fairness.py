@@ -21,6 +21,7 @@ from python_backends.engine import (
 from python_backends.engine.metrics import EngineMetrics
 from python_backends.engine.budget import CANCEL_POLL_S, OVERSIZED_IN_FLIGHT, priority
 from python_backends.errors import Overloaded
+from python_backends.seal import ScoreSeal
 from tests.unit.test_step_metrics import MetricFamily
 from tests.support.waiting import wait_until
 
@@ -300,7 +301,8 @@ def _done(result: object) -> Future:
 
 def test_each_outcome_is_answered_and_counted_under_its_label():
     metrics = EngineMetrics(PB_UTILS, {"model": "rerank_engine", "version": "1"})
-    replies = ReplyThread(PB_UTILS, "RAW_SCORES", metrics, held=lambda: 7)
+    seal = ScoreSeal(b"k" * 32)
+    replies = ReplyThread(PB_UTILS, seal.outputs, metrics, held=lambda: 7)
     passed = DeadlineExceeded("the request's timeout passed in rerank_engine (500 ms); its work was aborted")
     outcomes = [np.array([0.5, 0.25], dtype=np.float32), passed, ClientGone("request cancelled: its client left"),
                 RuntimeError("boom")]
@@ -310,8 +312,9 @@ def test_each_outcome_is_answered_and_counted_under_its_label():
     replies.close()
     answers = [sender.sent for sender in senders]
     assert all(len(sent) == 1 for sent in answers)
-    (name, scores), = answers[0][0].output_tensors
+    (name, scores), (seal_name, sealed) = answers[0][0].output_tensors
     assert name == "RAW_SCORES" and scores.tolist() == [[0.5, 0.25]]
+    assert seal_name == "SCORE_SEAL" and sealed.shape == (1, 1) and seal.verifies_tensor(scores[0], sealed)
     assert [(a[0].error.code, a[0].error.message) for a in answers[1:]] == [
         ("UNAVAILABLE", "[deadline] the request's timeout passed in rerank_engine (500 ms); its work was aborted"),
         ("CANCELLED", "[cancelled] request cancelled: its client left"),

@@ -7,6 +7,7 @@ from python_backends.calibrate.metrics import CalibrationMetrics, ScoreDriftMetr
 from python_backends.calibrate.settings import CalibrateSettings
 from python_backends.calibrate.step import ProfileStore, calibrate, validated_inputs
 from python_backends.prometheus import Refusals, model_labels
+from python_backends.seal import ScoreSeal
 from python_backends.triton_io import input_array, required_array, respond
 
 
@@ -19,6 +20,7 @@ class TritonPythonModel:
         self.metrics.in_use(self.profiles.profile.tag)
         self.drift = ScoreDriftMetrics(pb_utils, labels, self.settings.score_type, self.settings.drift_window)
         self.refusals = Refusals(pb_utils, labels, ("invalid",))
+        self.seal = ScoreSeal()  # drift counts the engine's sealed scores only: a direct call cannot move the alert
 
     def execute(self, requests: list) -> list:
         profile = self.profiles.current()  # one profile for the whole batch, even during a swap
@@ -37,7 +39,8 @@ class TritonPythonModel:
             self.settings.max_documents,
         )
         result = calibrate(profile, raw, top_n)
-        self.drift.observe(profile, raw)
+        if self.seal.verifies_tensor(raw, input_array(pb_utils, request, "SCORE_SEAL")):
+            self.drift.observe(profile, raw)
         return {
             "SCORES": result.scores[None, :],
             "RAW_SCORES_OUT": raw[None, :].astype(np.float32),

@@ -18,6 +18,7 @@ from python_backends.engine import (
 )
 from python_backends.engine.metrics import EngineMetrics
 from python_backends.prometheus import Refusals, model_labels
+from python_backends.seal import ScoreSeal
 from python_backends.triton_io import required_array
 from python_backends.triton_params import ModelParameters
 
@@ -33,7 +34,7 @@ class TritonPythonModel:
         self.metrics = EngineMetrics(pb_utils, model_labels(args))
         self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "work_budget", "engine_dead", "deadline",
                                                                  "cancelled"))
-        self.replies = ReplyThread(pb_utils, "RAW_SCORES", self.metrics, lambda: self.engine.unfinished_sequences)
+        self.replies = ReplyThread(pb_utils, ScoreSeal().outputs, self.metrics, lambda: self.engine.unfinished_sequences)
         self.engine.on_death(self._unload)
         self.engine.on_refusal(self.refusals.count)
 

@@ -1,0 +1,61 @@
+"""The engine's seal on its raw scores, so the calibrate step can tell the ensemble's traffic from a direct call.
+
+The drift gauge (`reranker_score_drift_psi`) must describe the scores the served model gives: one direct call to
+`rerank_calibrate` with made-up RAW_SCORES would otherwise fill its window and move, or hide, the alert. The engine
+step answers with SCORE_SEAL beside RAW_SCORES: an HMAC-SHA256 of the scores' float32 bytes. The ensemble hands both
+to calibrate, which calibrates every request but counts scores for drift only when their seal verifies.
+
+The key is derived from what every step of one tritonserver shares and a caller over the network cannot know: the
+host's boot id and the server process's pid and start time (each step's stub is a child of tritonserver). So both
+steps compute it without a file or a setting, and a restarted server has a key of its own.
+
+    >>> seal = ScoreSeal(b"k" * 32)
+    >>> scores = np.array([0.5, -1.25], dtype=np.float32)
+    >>> seal.verifies(scores, seal.seal(scores)), seal.verifies(scores + 1, seal.seal(scores))
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .contract import RAW_SCORES, SCORE_SEAL
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def server_key(pid: int | None = None) -> bytes:
+    """The key of the server process `pid` (default: this process's parent, the tritonserver of a step's stub)."""
+    pid = os.getppid() if pid is None else pid
+    # /proc/PID/stat: the fields after the command's closing parenthesis start at field 3; field 22 is the start time
+    start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    return hashlib.sha256(f"reranker-score-seal\0{BOOT_ID.read_text().strip()}\0{pid}\0{start}".encode()).digest()
+
+
+class ScoreSeal:
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = server_key() if key is None else key
+
+    def seal(self, scores: np.ndarray) -> bytes:
+        data = np.ascontiguousarray(scores, dtype="<f4").tobytes()
+        return hmac.new(self._key, data, hashlib.sha256).digest()
+
+    def verifies(self, scores: np.ndarray, seal: bytes | None) -> bool:
+        return seal is not None and hmac.compare_digest(self.seal(scores), seal)
+
+    def outputs(self, scores: np.ndarray) -> dict[str, np.ndarray]:
+        """The engine's answer to one request: RAW_SCORES [1, N] and its SCORE_SEAL [1, 1]."""
+        raw = scores[None, :].astype(np.float32)
+        return {RAW_SCORES: raw, SCORE_SEAL: np.array([[self.seal(raw)]], dtype=np.object_)}
+
+    def verifies_tensor(self, scores: np.ndarray, seal: np.ndarray | None) -> bool:
+        """Whether a request's SCORE_SEAL tensor (absent on a direct call) is the seal of its scores."""
+        if seal is None or seal.size != 1:
+            return False
+        value = seal.reshape(-1)[0]
+        return isinstance(value, bytes) and self.verifies(scores, value)

@@ -1,0 +1,37 @@
+"""The engine's seal on its raw scores: the key every step of one server derives alike, and a seal that only the
+scores it was made for verify."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from python_backends.seal import ScoreSeal, server_key
+
+SCORES = np.array([[0.5, -1.25, 3.0]], dtype=np.float32)
+
+
+def test_two_children_of_one_server_derive_the_same_key_and_another_server_another():
+    """Each step's stub is a child of tritonserver: two children of this process stand for two steps."""
+    child = [sys.executable, "-c", "from python_backends.seal import server_key; print(server_key().hex())"]
+    first, second = (subprocess.run(child, capture_output=True, text=True, check=True).stdout for _ in range(2))
+    assert first == second == server_key(os.getpid()).hex() + "\n"
+    assert server_key(os.getppid()) != server_key(os.getpid())
+
+
+def test_the_seal_verifies_its_own_scores_only():
+    seal = ScoreSeal(b"k" * 32)
+    outputs = seal.outputs(SCORES[0])
+    assert list(outputs) == ["RAW_SCORES", "SCORE_SEAL"] and outputs["SCORE_SEAL"].shape == (1, 1)
+    assert seal.verifies_tensor(SCORES[0], outputs["SCORE_SEAL"])
+    assert seal.verifies_tensor(SCORES[0].astype(np.float64), outputs["SCORE_SEAL"])  # the same float32 values
+    changed = SCORES[0].copy()
+    changed[1] += 1e-3
+    assert not seal.verifies_tensor(changed, outputs["SCORE_SEAL"])
+    assert not ScoreSeal(b"j" * 32).verifies_tensor(SCORES[0], outputs["SCORE_SEAL"])  # another server's key
+    assert not seal.verifies_tensor(SCORES[0], None)  # a direct call without a seal
+    assert not seal.verifies_tensor(SCORES[0], np.array([["forged"]], dtype=np.object_))
+    assert not seal.verifies_tensor(SCORES[0], np.array([[b"a", b"b"]], dtype=np.object_))
