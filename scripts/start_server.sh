@@ -60,6 +60,7 @@ if ! compgen -G '/dev/nvidia[0-9]*' >/dev/null; then
   NO_GPU_ARGS=(--allow-gpu-metrics=false --pinned-memory-pool-byte-size=0)
 fi
 ADDRESS="${BIND_ADDRESS:-127.0.0.1}"
+# Latency summaries (nv_inference_request_summary_us{quantile=...}, per model) are the dashboard's percentiles.
 # Every config.pbtxt is complete, so Triton need not start each Python model's stub once more only to ask it to
 # complete its config (the stub imports the step's packages: seconds per model at every start and reload).
 CONTROL_APIS="model-repository,shared-memory,trace,logging:admin-key=$TRITON_ADMIN_KEY"
@@ -73,4 +74,5 @@ exec "$TS/bin/tritonserver" \
   --http-restricted-api="$CONTROL_APIS" --grpc-restricted-protocol="$CONTROL_APIS" \
   --http-address "$ADDRESS" --grpc-address "$ADDRESS" --metrics-address "$ADDRESS" \
   --http-port "${HTTP_PORT:-8000}" --grpc-port "${GRPC_PORT:-8001}" --metrics-port "${METRICS_PORT:-8002}" \
+  --metrics-config=summary_latencies=true \
   "${NO_GPU_ARGS[@]}" "$@"

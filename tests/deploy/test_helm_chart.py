@@ -413,10 +413,17 @@ def test_pod_labels_are_selected_by_service_pdb_and_servicemonitor(helm):
     (pdb,) = kinds_named(docs, "PodDisruptionBudget").values()
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     assert pdb["spec"].get("minAvailable") == 1
-    (sm,) = kinds_named(docs, "ServiceMonitor").values()
+    monitors = kinds_named(docs, "ServiceMonitor")
+    assert sorted(monitors) == ["rr-reranker", "rr-reranker-gateway"]
+    sm, gateway_sm = monitors["rr-reranker"], monitors["rr-reranker-gateway"]
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     assert sm["spec"]["endpoints"][0]["port"] == "metrics"
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    gateway_svc = kinds_named(docs, "Service")["rr-reranker-gateway"]
+    assert gateway_sm["spec"]["selector"]["matchLabels"].items() <= gateway_svc["metadata"]["labels"].items()
+    assert not gateway_sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert [(e["port"], e["path"]) for e in gateway_sm["spec"]["endpoints"]] == [("http", "/metrics")]
+    assert gateway_sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     (sa,) = kinds_named(docs, "ServiceAccount").values()
     assert sa["metadata"]["name"] == deploy["spec"]["template"]["spec"]["serviceAccountName"]
 
@@ -433,9 +440,9 @@ def test_service_ports(helm):
 
 def test_crd_subset_schemas_reject_bad_objects(helm):
     docs = render(MODES["everything-on"])
-    (sm,) = kinds_named(docs, "ServiceMonitor").values()
+    sm = kinds_named(docs, "ServiceMonitor")["rr-reranker"]
     (rule,) = kinds_named(docs, "PrometheusRule").values()
-    assert render_mod.validate([sm, rule]) == []
+    assert render_mod.validate([sm, rule, kinds_named(docs, "ServiceMonitor")["rr-reranker-gateway"]]) == []
     bad = copy.deepcopy(sm)
     del bad["spec"]["endpoints"]
     assert render_mod.validate([bad])
@@ -601,8 +608,8 @@ def test_render_cli_validates(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "0 errors" in proc.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(out.read_text()) if d]
-    assert sorted(kinds) == ["Deployment", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "PodDisruptionBudget", "Secret",
-                            "Service"]
+    assert sorted(kinds) == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "PersistentVolumeClaim",
+                             "PodDisruptionBudget", "Secret", "Service"]
 
     cpu = subprocess.run(
         [sys.executable, str(RENDER_PY), str(CHART), "--validate", "-f", str(REPO / "deploy" / "helm" / "values-cpu.yaml")],
@@ -630,3 +637,15 @@ def test_readme_helm_install_renders_and_validates(helm, kubernetes_validate):
     c = server_container(deploy)
     assert c["image"] == "registry.example.com/ml/reranker-triton:0.1.0"
     assert {e["name"] for e in c["env"]} >= {"HF_TOKEN", "HF_HOME", "VLLM_CACHE_ROOT"}
+
+
+def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_unless_turned_off(helm):
+    (dashboard,) = kinds_named(render(), "ConfigMap").values()
+    assert dashboard["metadata"]["name"] == "rr-reranker-dashboard"
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = (CHART / "dashboards" / "reranker.json").read_text()
+    assert json.loads(dashboard["data"]["reranker.json"]) == json.loads(shipped)
+    assert json.loads(shipped)["uid"] == "triton-vllm-reranker"
+    foldered = kinds_named(render({"grafanaDashboard": {"annotations": {"grafana_folder": "Reranker"}}}), "ConfigMap")
+    assert foldered["rr-reranker-dashboard"]["metadata"]["annotations"] == {"grafana_folder": "Reranker"}
+    assert kinds_named(render({"grafanaDashboard": {"enabled": False}}), "ConfigMap") == {}
