@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 from pathlib import Path
 
@@ -27,6 +28,7 @@ import numpy as np
 from .contract import RAW_SCORES, SCORE_SEAL
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+log = logging.getLogger(__name__)
 
 
 def server_key(pid: int | None = None) -> bytes:
@@ -40,6 +42,7 @@ def server_key(pid: int | None = None) -> bytes:
 class ScoreSeal:
     def __init__(self, key: bytes | None = None) -> None:
         self._key = server_key() if key is None else key
+        self._warned = False
 
     def seal(self, scores: np.ndarray) -> bytes:
         data = np.ascontiguousarray(scores, dtype="<f4").tobytes()
@@ -59,3 +62,15 @@ class ScoreSeal:
             return False
         value = seal.reshape(-1)[0]
         return isinstance(value, bytes) and self.verifies(scores, value)
+
+    def counts(self, scores: np.ndarray, seal: np.ndarray | None) -> bool:
+        """Whether a request's scores count for drift: their seal verifies. A seal that is there and does not verify
+        is said once in the log: a forged one, or steps whose keys differ, which would leave the drift gauge empty."""
+        if self.verifies_tensor(scores, seal):
+            return True
+        if seal is not None and not self._warned:
+            self._warned = True
+            log.warning("a SCORE_SEAL did not verify: its scores are calibrated but not counted for drift. Forged, "
+                        "or the engine and calibrate steps derive different keys (each step's stub must be a child "
+                        "of the same tritonserver process)")
+        return False

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import logging
+
 import numpy as np
 
 from python_backends.seal import ScoreSeal, server_key
@@ -35,3 +37,14 @@ def test_the_seal_verifies_its_own_scores_only():
     assert not seal.verifies_tensor(SCORES[0], None)  # a direct call without a seal
     assert not seal.verifies_tensor(SCORES[0], np.array([["forged"]], dtype=np.object_))
     assert not seal.verifies_tensor(SCORES[0], np.array([[b"a", b"b"]], dtype=np.object_))
+
+
+def test_a_seal_that_does_not_verify_is_not_counted_and_said_once(caplog):
+    seal = ScoreSeal(b"k" * 32)
+    forged = np.array([[b"forged"]], dtype=np.object_)
+    with caplog.at_level(logging.WARNING, logger="python_backends.seal"):
+        assert seal.counts(SCORES[0], seal.outputs(SCORES[0])["SCORE_SEAL"])
+        assert not seal.counts(SCORES[0], None)  # a direct call without a seal: nothing to say
+        assert caplog.messages == []
+        assert not seal.counts(SCORES[0], forged) and not seal.counts(SCORES[0], forged)
+    assert len(caplog.messages) == 1 and caplog.messages[0].startswith("a SCORE_SEAL did not verify")

@@ -39,7 +39,7 @@ class TritonPythonModel:
             self.settings.max_documents,
         )
         result = calibrate(profile, raw, top_n)
-        if self.seal.verifies_tensor(raw, input_array(pb_utils, request, "SCORE_SEAL")):
+        if self.seal.counts(raw, input_array(pb_utils, request, "SCORE_SEAL")):
             self.drift.observe(profile, raw)
         return {
             "SCORES": result.scores[None, :],
