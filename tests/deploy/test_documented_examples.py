@@ -59,6 +59,10 @@ def test_the_cpu_perf_analyzer_input_is_the_generator_output():
     assert json.loads(shipped) == payload.perf_analyzer_input_data(requests)
 
 
+# Alone: perf_analyzer measures until three windows agree, which the other worker's requests to the shared server
+# can keep from happening (no stable concurrency-1 window in 10 while another test sent 64-document requests; 16 s
+# and 9 s on a quiet server, 61 s and 22 s beside the parallel pass).
+@pytest.mark.alone
 @pytest.mark.parametrize("which", [0, 1], ids=["preset", "by-hand"])
 def test_documented_cpu_perf_analyzer_command_runs_on_the_cpu_server(server, tmp_path, which):
     command = on_server(cpu_perf_commands()[which], server, tmp_path)
