@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # seconds per step; a step's child is stopped at its budget and the next one starts
 # (GPU: an engine start took over 2 min in the first H200 probe, tools/offline_gpu/NOTES.md; the levels of one
 # system take ~30-60 s; --deadline shares what is left among the later systems)
-BUDGETS = {"build": 120, "matmul": 40, "parity": 90, "triton": 330, "async_llm": 160, "engine_step": 160, "vllm_same": 180,
-           "vllm_default": 180, "hf": 100}
-TINY_BUDGETS = {"build": 200, "matmul": 60, "parity": 150, "triton": 400, "async_llm": 300, "engine_step": 300, "vllm_same": 300,
-                "vllm_default": 300, "hf": 150}
+BUDGETS = {"build": 120, "matmul": 40, "parity": 90, "triton": 330, "async_llm": 160, "engine_step": 160,
+           "vllm_same": 180, "vllm_default": 180, "hf": 100}
+TINY_BUDGETS = {"build": 200, "matmul": 60, "parity": 150, "triton": 400, "async_llm": 300, "engine_step": 300,
+                "vllm_same": 300, "vllm_default": 300, "hf": 150}
 
 
 @dataclass

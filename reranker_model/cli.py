@@ -144,7 +144,8 @@ def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if length > model.length_limit:
         raise RefusedModel(f"max_model_len {length} is over {model.reference}'s limit of {model.length_limit} tokens")
     spec = VariantSpec(args.name, model, length, args.gpu, args.preprocess_instances, args.tokenizer_threads,
-                       args.queue_delay_us, args.quantization, args.batch_invariant, command=["reranker-model", *argv[argv.index("add"):]])
+                       args.queue_delay_us, args.quantization, args.batch_invariant,
+                       command=["reranker-model", *argv[argv.index("add"):]])
     written = write_variant(spec, args.repository)
     if args.documents is not None:
         base = configured_engine_args(read_config(config_path(args.repository, ENGINE)))

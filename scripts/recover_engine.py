@@ -60,16 +60,13 @@ def reload_in_place(http_url: str, key: str, model: str = "rerank_engine", timeo
     with urllib.request.urlopen(f"http://{http_url}/v2/models/{model}/config", timeout=30) as response:
         config = json.load(response)
     config.setdefault("parameters", {})["reload_nonce"] = {"string_value": repr(time.time())}
-    started = time.monotonic()
-    _post(http_url, f"/v2/repository/models/{model}/load", key, {"parameters": {"config": json.dumps(config)}},
-          timeout_s)
-    return time.monotonic() - started
+    return load(http_url, key, model, {"parameters": {"config": json.dumps(config)}}, timeout_s)
 
 
-def load_from_repository(http_url: str, key: str, model: str, timeout_s: float = 900) -> float:
-    """Seconds the load of a model that is not loaded took, from the repository's files."""
+def load(http_url: str, key: str, model: str, body: dict | None = None, timeout_s: float = 900) -> float:
+    """Seconds Triton's load of `model` took: with `body`'s config, else from the repository's files."""
     started = time.monotonic()
-    _post(http_url, f"/v2/repository/models/{model}/load", key, {}, timeout_s)
+    _post(http_url, f"/v2/repository/models/{model}/load", key, body or {}, timeout_s)
     return time.monotonic() - started
 
 
@@ -81,10 +78,10 @@ def recover(http_url: str, key: str, model: str, ensembles: list[str]) -> list[s
     if index[model].get("state") == "READY":
         return [f"{model} reloaded in place in {reload_in_place(http_url, key, model):.1f} s"]
     lines = [f"{model} was not loaded ({index[model].get('state', 'no state')}: {index[model].get('reason') or '-'}); "
-             f"loaded from the repository in {load_from_repository(http_url, key, model):.1f} s"]
+             f"loaded from the repository in {load(http_url, key, model):.1f} s"]
     for ensemble in ensembles:
         if ensemble in index and index[ensemble].get("state") != "READY":
-            lines.append(f"{ensemble} loaded in {load_from_repository(http_url, key, ensemble):.1f} s")
+            lines.append(f"{ensemble} loaded in {load(http_url, key, ensemble):.1f} s")
     return lines
 
 

@@ -90,14 +90,15 @@ async def measure(s: Settings, work: Workload, urls: dict, result: dict, deadlin
             raise RuntimeError("pairs truncated")
         return res
 
-    async def probe(k: int):
-        res = await infer(k)
+    def raw(res) -> list[float]:
         return [float(x) for x in np.asarray(res.as_numpy("RAW_SCORES")).ravel()]
+
+    async def probe(k: int):
+        return raw(await infer(k))
 
     async def raw_scores(request):  # any request, for the invariance check's other load
         inputs, outputs = payload.grpc_inputs(request, grpcmod)
-        res = await client.infer(payload.MODEL_NAME, inputs, outputs=outputs)
-        return [float(x) for x in np.asarray(res.as_numpy("RAW_SCORES")).ravel()]
+        return raw(await client.infer(payload.MODEL_NAME, inputs, outputs=outputs))
 
     def between(when, before=None, level=None):
         time.sleep(0.5)  # let the last batch's statistics land
