@@ -30,14 +30,14 @@ from python_backends.model_repository import (
 GPU_ENGINE_ARGS = {"dtype": "bfloat16", "max_num_batched_tokens": 65536, "max_num_seqs": 256,
                    "scheduling_policy": "priority", "gpu_memory_utilization": 0.85, "enforce_eager": False}
 GPU_PARAMETERS = {
-    "rerank_preprocess": {"batch_token_budget": "10485760", "tokenizer_threads": "6"},
+    "rerank_preprocess": {"batch_token_budget": "10485760", "tokenizer_threads": "12"},
     "rerank_engine": {"model_sha256": "{}", "max_inflight_tokens": "524288",
                       "vllm_env": json.dumps({"VLLM_NO_USAGE_STATS": "1"})},
 }
 # vLLM reads it in the engine's processes; the engine step sets vllm_env before it imports vLLM (compute capability
 # >= 9.0 per vLLM's docs)
 BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
-GPU_PREPROCESS_INSTANCES = 2
+GPU_PREPROCESS_INSTANCES = 1
 # The H200 numbers are measured with preprocess batches of up to 64; config.pbtxt's 4 bounds the shared-memory region
 # on a small CPU machine, where a GPU host has the memory for 64.
 GPU_PREPROCESS_MAX_BATCH_SIZE = 64
@@ -52,7 +52,7 @@ class VariantSpec:
     model: ModelCheck
     max_model_len: int
     gpu: bool = False
-    preprocess_instances: int | None = None  # None: the target's default (config.pbtxt's, or 2 on GPU)
+    preprocess_instances: int | None = None  # None: the target's default (config.pbtxt's, or 1 on GPU)
     tokenizer_threads: int | None = None
     queue_delay_us: tuple[int, int, int] | None = None
     quantization: str | None = None  # vLLM's, of the weights at load (fp8)
