@@ -18,7 +18,8 @@
 #
 # Usage: VLLM_VERSION=0.26.0 bash tools/offline_gpu/make_kit.sh   (from anywhere; ~5 min on 2 cores)
 #   VLLM_VERSION             0.26.0 (default) or 0.24.0 (the tritonserver:26.07-vllm-python-py3 image's);
-#                            both pin torch==2.11.0, the host's
+#                            both pin torch==2.11.0, the host's (0.34.0 pins torch==2.14.0: a kit for it
+#                            would have to carry torch and its CUDA libraries, which this one does not)
 #   FA3_KEEP=64:64,128:128   FlashAttention-3 head sizes kept (head_dim:head_dim_v); others zeroed
 #   FA3_DTYPES=bfloat16_t    FlashAttention-3 dtypes kept (add half_t for float16 models: +~10 MiB)
 #   KIT_SPLIT=60M            split parts larger than this (for media with a file-size limit)
