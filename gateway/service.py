@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from python_backends.contract import INT32_MAX, RequestLimits
 from reranker_client import AsyncRerankClient, CalibrationChangedError, RerankResponse
+from reranker_client.healthcheck import answer_error
 
 from .errors import ApiError, shown, triton_error
 from .limits import RERANK_FIELDS, Fields, check_call
@@ -79,7 +80,9 @@ class Reranker:
             raise triton_error(error) from error
 
     async def is_ready(self) -> bool:
-        """Triton ready and the model loaded, answered within health_timeout_s (a frozen server is not ready)."""
+        """Triton ready, the model loaded and its ensemble answering, within health_timeout_s (a frozen server is not
+        ready). Triton 2.51 keeps a Python model READY after its stub died, so a probe pair goes through the ensemble
+        too: an error answer is not ready, no answer within half the deadline is a busy server, which is."""
         try:
             return await asyncio.wait_for(self._default_ready(), self.settings.health_timeout_s)
         except TimeoutError:
@@ -90,7 +93,12 @@ class Reranker:
             client = await self.client()
         except Exception:  # noqa: BLE001 - Triton unreachable, or the model not loaded: not ready
             return False
-        return await client.is_ready()
+        if not await client.is_ready():
+            return False
+        problem = await answer_error(client, self.settings.health_timeout_s / 2)
+        if problem:
+            log.warning("not ready: %s", problem)
+        return problem is None
 
     async def check(self, call: RerankCall) -> None:
         """Raise the call's first error against the server's limits and the gateway's policy."""

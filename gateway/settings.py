@@ -46,7 +46,7 @@ class Settings:
     # GATEWAY_API_KEY, or the content of the file GATEWAY_API_KEY_FILE (a mounted secret): when set, every
     # API call needs `Authorization: Bearer <key>`; the health probes and the OpenAPI spec stay open
     api_key: str | None = field(default=None, repr=False)
-    health_timeout_s: float = 2.0  # GATEWAY_HEALTH_TIMEOUT_S: /health answers 503 when Triton is slower
+    health_timeout_s: float = 2.0  # GATEWAY_HEALTH_TIMEOUT_S (ENVIRONMENT below)
     log_level: str = "info"  # GATEWAY_LOG_LEVEL
     # GATEWAY_MODELS: more Triton ensembles served by their own name in the body's `model` (each its own client
     # and limits), e.g. a second model next to `reranker` (`reranker-model ensemble`)
@@ -137,7 +137,8 @@ ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
     ("GATEWAY_MAX_RETRIES", "max_retries", "retries of a busy or unavailable server"),
     ("GATEWAY_BACKOFF_S", "backoff_s", "the first retry's wait, doubled each time (max 2 s)"),
     ("GATEWAY_TIMEOUT_S", "timeout_s", "per Triton request, and for all of one /score call (504 past it)"),
-    ("GATEWAY_HEALTH_TIMEOUT_S", "health_timeout_s", "/health answers 503 when Triton is slower"),
+    ("GATEWAY_HEALTH_TIMEOUT_S", "health_timeout_s", "/health answers 503 when Triton is slower; its probe pair "
+     "unanswered after half of it counts as busy, not down"),
     ("GATEWAY_LOG_LEVEL", "log_level", "uvicorn's log level"),
     ("GATEWAY_SHADOW_MODEL", "shadow.model", "a candidate ensemble sent a share of the default model's calls (one "
      "its Triton does not serve stops the start)"),

@@ -9,12 +9,14 @@ every request fails. Use this as a liveness/readiness exec probe where the clien
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
 from tritonclient.utils import InferenceServerException
 
 from python_backends.contract import ErrorKind
 
+from .aio import AsyncRerankClient
 from .client import RerankClient
 from .server_errors import read_error
 
@@ -39,6 +41,19 @@ def check(url: str, protocol: str = "grpc", timeout_s: float = 10.0, busy_is_hea
         client.close()
     if [r.index for r in response.results] != [1, 0]:
         return f"wrong ranking {[r.index for r in response.results]} for the probe pair"
+    return None
+
+
+async def answer_error(client: AsyncRerankClient, busy_after_s: float) -> str | None:
+    """Why the ensemble fails the probe pair on an open async client (the gateway's /health), or None: it answered
+    (whatever its ranking: a client serves any checkpoint, trained or not) or has not answered within `busy_after_s`,
+    a busy server (its call is cancelled then)."""
+    try:
+        await asyncio.wait_for(client.rerank(QUERY, list(DOCUMENTS)), busy_after_s)
+    except TimeoutError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - any failed answer is the verdict, not a crash of the probe
+        return f"rerank request failed: {exc}"
     return None
 
 

@@ -21,6 +21,8 @@ if [ "$(ps -o pgid= -p $$ | tr -d ' ')" != "$$" ]; then
 fi
 # shellcheck source=scripts/process_identity.sh
 . "$ROOT/scripts/process_identity.sh"
+# shellcheck source=scripts/shm_regions.sh
+. "$ROOT/scripts/shm_regions.sh"
 VENV="${VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 SP="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
@@ -67,6 +69,7 @@ CONTROL_APIS="model-repository,shared-memory,trace,logging:admin-key=$TRITON_ADM
 RUN_DIR="${RUN_DIR:-$ROOT/build}"
 mkdir -p "$RUN_DIR"
 echo "$$ $(start_time $$)" > "$RUN_DIR/server-${HTTP_PORT:-8000}.pid"  # exec keeps the pid: it names tritonserver
+remove_unmapped_regions "${HTTP_PORT:-8000}"  # left by an earlier server of this port that did not unload its models
 exec "$TS/bin/tritonserver" \
   --model-repository="${MODEL_REPOSITORY:-$ROOT/model_repository}" \
   --backend-directory="$BACKENDS" \
@@ -75,4 +78,5 @@ exec "$TS/bin/tritonserver" \
   --http-address "$ADDRESS" --grpc-address "$ADDRESS" --metrics-address "$ADDRESS" \
   --http-port "${HTTP_PORT:-8000}" --grpc-port "${GRPC_PORT:-8001}" --metrics-port "${METRICS_PORT:-8002}" \
   --metrics-config=summary_latencies=true \
+  --backend-config=python,shm-region-prefix-name="$(shm_prefix "${HTTP_PORT:-8000}")" \
   "${NO_GPU_ARGS[@]}" "$@"

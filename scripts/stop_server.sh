@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stop the servers scripts/start_server.sh started (scripts/quickstart.sh starts it too): SIGTERM to each server's
 # process group (Triton finishes in-flight requests, then unloads the models; its Python stubs and vLLM's processes are
-# in the group), wait up to GRACE_S for the group to end, then SIGKILL what is left of it.
+# in the group), wait up to GRACE_S for the group to end, then SIGKILL what is left of it; then remove the shared-memory
+# regions it left (scripts/shm_regions.sh).
 # A group is signalled only while its leader, the server, still runs: RUN_DIR/server-<HTTP port>.pid holds its pid and
 # start time, and a pid whose process has ended may have been given to another program since. While any process of
 # the group lives, the kernel gives its number to no new process, so what is left of it once the leader has ended is
@@ -12,6 +13,8 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/process_identity.sh
 . "$ROOT/scripts/process_identity.sh"
+# shellcheck source=scripts/shm_regions.sh
+. "$ROOT/scripts/shm_regions.sh"
 RUN_DIR="${RUN_DIR:-$ROOT/build}"
 GRACE_S="${GRACE_S:-60}"
 
@@ -24,19 +27,27 @@ stop_one() {  # stop_one PID_FILE
   read -r pid started < "$1"
   if [ -z "${started:-}" ] || [ "$(start_time "$pid")" != "$started" ] || ! kill -TERM -- "-$pid" 2>/dev/null; then
     echo "stop_server: tritonserver (pid $pid) was not running"
-    rm -f "$1"
+    stopped "$1" "$pid"
     return
   fi
   echo "stop_server: stopping tritonserver (pid $pid) ..."
   local begin=$SECONDS start=$EPOCHREALTIME
   while [ $((SECONDS - begin)) -lt "$GRACE_S" ]; do
-    [ -n "$(group_members "$pid")" ] || { rm -f "$1"; echo "stop_server: stopped in $(since "$start") s"; return; }
+    [ -n "$(group_members "$pid")" ] || { stopped "$1" "$pid"; echo "stop_server: stopped in $(since "$start") s"; return; }
     sleep 0.2
   done
   # shellcheck disable=SC2046
   kill -KILL $(group_members "$pid") 2>/dev/null
-  rm -f "$1"
+  stopped "$1" "$pid"
   echo "stop_server: not stopped after $GRACE_S s; killed"
+}
+
+stopped() {  # stopped PID_FILE PID: the server is gone; once its group has ended (its stubs end after it, within
+  # seconds), what it left in /dev/shm goes too
+  local port="${1##*/server-}" begin=$SECONDS
+  while [ -n "$(group_members "$2")" ] && [ $((SECONDS - begin)) -lt 10 ]; do sleep 0.2; done
+  remove_unmapped_regions "${port%.pid}"
+  rm -f "$1"
 }
 
 shopt -s nullglob

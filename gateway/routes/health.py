@@ -1,5 +1,6 @@
-"""GET /health (readiness: Triton ready and the model loaded, asked at each call with a deadline) and GET
-/health/live (the process answers; it touches nothing else, so it stays instant while Triton is down)."""
+"""GET /health (readiness: Triton ready, the model loaded and its ensemble answering a probe pair, asked at each call
+with a deadline) and GET /health/live (the process answers; it touches nothing else, so it stays instant while Triton
+is down)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ router = APIRouter(tags=["health"])
 @router.get(
     "/health",
     response_model=Health,
-    responses={503: {"model": Health, "description": "Triton or the model is not ready."}},
-    summary="Readiness: Triton is ready and the model is loaded",
+    responses={503: {"model": Health, "description": "Triton or the model is not ready, or the ensemble answers "
+                                                      "with an error (a dead engine stub)."}},
+    summary="Readiness: Triton is ready, the model is loaded and answers",
 )
 async def health(service: Reranker = Depends(reranker)) -> JSONResponse:
     ready = await service.is_ready()

@@ -153,7 +153,7 @@ def test_defaults_run_the_gpu_configuration_from_the_project_image(helm):
     deploy = by_kind(render())["Deployment"]
     c = server_container(deploy)
     assert c["image"] == "reranker-triton:0.1.0"
-    assert c["command"] == ["tritonserver"]
+    assert c["command"] == ["/bin/sh", "-c", 'rm -rf /dev/shm/*; exec tritonserver "$@"', "tritonserver"]
     assert c["args"][:2] == ["--model-repository=/models", "--model-config-name=gpu"]
     assert {"--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"} <= set(c["args"])
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 1 and c["resources"]["requests"]["nvidia.com/gpu"] == 1

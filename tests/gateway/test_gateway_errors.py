@@ -4,6 +4,7 @@ API's fields (a stub in place of the client)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -171,6 +172,22 @@ def test_health_is_503_when_triton_is_not_ready():
         response = client.get("/health")
     assert response.status_code == 503
     assert response.json()["status"] == "unavailable"
+
+
+def test_health_is_503_when_the_ensemble_answers_with_an_error_and_200_while_it_is_busy():
+    """Triton 2.51 keeps the engine READY after its stub died; every request then fails at once with this error."""
+    dead = InferenceServerException("Failed to process the request(s) for model instance 'rerank_engine_0_0', message: "
+                                    "Stub process 'rerank_engine_0_0' is not healthy.")
+    with TestClient(create_app(Settings(), client=StubClient(dead))) as client:
+        assert client.get("/health").status_code == 503
+    busy = StubClient(rerank_delay_s=30)  # the probe queues behind real work
+    with TestClient(create_app(Settings(health_timeout_s=0.4), client=busy)) as client:
+        start = time.perf_counter()
+        response = client.get("/health")
+        assert time.perf_counter() - start < 2
+    assert response.status_code == 200
+    assert busy.calls[0][:2] == ("What is the capital of France?", ["Bananas are a good source of potassium.",
+                                                                     "Paris is the capital and largest city of France."])
 
 
 def test_settings_from_the_environment():

@@ -28,6 +28,7 @@ from reranker_client.healthcheck import check
 from tests.support.triton_server import (
     PROBE_DOCUMENTS, PROBE_QUERY, ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids,
 )
+from tests.support.shared_memory import LEDGER
 from tests.support.waiting import wait_until
 
 # Run with nothing else on the machine (scripts/test.sh's second pass): a 1 s freeze outlives Triton's fixed 1 s stub
@@ -266,6 +267,13 @@ def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_sh
     print(f"shutdown after the stub's death: {took:.1f} s, exit {code}, {unanswered} requests never answered")
     assert took < EXIT_TIMEOUT_S + 15
     assert ("in-flight inferences" in own_server.log_tail(20000)) == (code == 1), code
+    # What the server left in /dev/shm (every stub's region: it ended without unloading its models) goes with
+    # scripts/stop_server.sh; the dead engine's vLLM segments went with multiprocessing's resource tracker.
+    port = own_server.http_url.rsplit(":", 1)[1]
+    stop = subprocess.run([str(ROOT / "scripts" / "stop_server.sh")], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, RUN_DIR=str(own_server.log_path.parent), HTTP_PORT=port))
+    assert "was not running" in stop.stdout, stop.stdout + stop.stderr
+    assert LEDGER.left_behind(group=own_server.process.pid) == []
 
 
 def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_server):

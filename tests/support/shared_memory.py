@@ -1,7 +1,7 @@
 """Which /dev/shm files the test run's processes held, and removing those they left behind.
 
-Triton's Python backend gives each stub a region (`triton_python_backend_shm_region_<uuid>`), vLLM's engine holds
-`psm_<id>` segments and named semaphores (`sem.*`). A process that ends by a signal (a stub the fault tests kill, a
+Triton's Python backend gives each stub a region (`triton_reranker_<port>_<uuid>` from scripts/start_server.sh, else
+`triton_python_backend_shm_region_<uuid>`), vLLM's engine holds `psm_<id>` segments and named semaphores (`sem.*`). A process that ends by a signal (a stub the fault tests kill, a
 server that aborts, a group killed at stop) cannot unlink them: they stay in /dev/shm, with their memory, until the
 machine restarts. A file counts as this run's when a process descended from the test process held it (mapped or
 open) while the run sampled it, never by its name or age alone: other runs and servers on the machine keep theirs,
@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 SHM = Path("/dev/shm")
-PREFIXES = ("triton_python_backend_shm_region_", "psm_", "sem.")
+PREFIXES = ("triton_reranker_", "triton_python_backend_shm_region_", "psm_", "sem.")
 SAMPLE_EVERY_S = 1.0
 
 
