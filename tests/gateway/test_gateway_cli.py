@@ -1,5 +1,5 @@
 """The gateway's command line and settings: `--help` says every environment variable it reads, `from_env` reads
-exactly those, and docs/USAGE.md's settings table lists each."""
+exactly those, and docs/USAGE.md's settings table lists each and the paths its API key leaves open."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+from gateway.guard import OPEN_PATHS
 from gateway.settings import ENVIRONMENT, Settings
 from tests.support.triton_server import ROOT
 
@@ -37,6 +38,12 @@ def test_the_usage_page_lists_every_variable_in_its_settings_table():
              or line.startswith("| `GATEWAY_") or line.startswith("| `RERANK_MODEL`")]
     listed = {name for line in table for name in re.findall(r"`([A-Z_]+)`", line.split("|")[1])}
     assert listed == set(NAMES)
+
+
+def test_the_usage_page_names_every_path_the_api_key_leaves_open():
+    page = (ROOT / "docs" / "USAGE.md").read_text()
+    (row,) = [line for line in page.splitlines() if line.startswith("| `GATEWAY_API_KEY`")]
+    assert set(re.findall(r"`(/[a-z./]*)`", row.split("stay open")[0])) == OPEN_PATHS
 
 
 def test_help_prints_every_variable_and_starts_nothing():
