@@ -33,7 +33,11 @@ stop_one() {  # stop_one PID_FILE
   echo "stop_server: stopping tritonserver (pid $pid) ..."
   local begin=$SECONDS start=$EPOCHREALTIME
   while [ $((SECONDS - begin)) -lt "$GRACE_S" ]; do
-    [ -n "$(group_members "$pid")" ] || { stopped "$1" "$pid"; echo "stop_server: stopped in $(since "$start") s"; return; }
+    if [ -z "$(group_members "$pid")" ]; then
+      stopped "$1" "$pid"
+      echo "stop_server: stopped in $(since "$start") s"
+      return
+    fi
     sleep 0.2
   done
   # shellcheck disable=SC2046

@@ -13,6 +13,7 @@ from tritonclient.utils import InferenceServerException
 from gateway import Settings, create_app
 from python_backends.errors import InvalidRequest, Overloaded, StepError
 from reranker_client import CalibrationChangedError
+from reranker_client.healthcheck import DOCUMENTS, QUERY
 
 from .stub import StubClient, post
 
@@ -186,8 +187,7 @@ def test_health_is_503_when_the_ensemble_answers_with_an_error_and_200_while_it_
         response = client.get("/health")
         assert time.perf_counter() - start < 2
     assert response.status_code == 200
-    assert busy.calls[0][:2] == ("What is the capital of France?", ["Bananas are a good source of potassium.",
-                                                                     "Paris is the capital and largest city of France."])
+    assert busy.calls[0][:2] == (QUERY, list(DOCUMENTS))  # the deep health check's probe pair
 
 
 def test_settings_from_the_environment():

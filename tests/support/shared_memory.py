@@ -1,11 +1,11 @@
 """Which /dev/shm files the test run's processes held, and removing those they left behind.
 
 Triton's Python backend gives each stub a region (`triton_reranker_<port>_<uuid>` from scripts/start_server.sh, else
-`triton_python_backend_shm_region_<uuid>`), vLLM's engine holds `psm_<id>` segments and named semaphores (`sem.*`). A process that ends by a signal (a stub the fault tests kill, a
-server that aborts, a group killed at stop) cannot unlink them: they stay in /dev/shm, with their memory, until the
-machine restarts. A file counts as this run's when a process descended from the test process held it (mapped or
-open) while the run sampled it, never by its name or age alone: other runs and servers on the machine keep theirs,
-and a file anyone still holds is never removed.
+`triton_python_backend_shm_region_<uuid>`), vLLM's engine holds `psm_<id>` segments and named semaphores (`sem.*`). A
+process that ends by a signal (a stub the fault tests kill, a server that aborts, a group killed at stop) cannot unlink
+them: they stay in /dev/shm, with their memory, until the machine restarts. A file counts as this run's when a process
+descended from the test process held it (mapped or open) while the run sampled it, never by its name or age alone: other
+runs and servers on the machine keep theirs, and a file anyone still holds is never removed.
 """
 
 from __future__ import annotations
