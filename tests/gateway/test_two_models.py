@@ -254,8 +254,8 @@ def test_both_ensembles_answer_with_their_own_scores_and_profiles(workspace, pro
             answers[model] = client.rerank(QUERIES[0], DOCUMENTS)
         finally:
             client.close()
-    assert answers["reranker"].calibration.startswith("all-minilm-l6-v2-cosine@")
-    assert answers["tiny-bert"].calibration == "tiny-bert-platt@2026-12-03.1"
+    assert answers["reranker"].calibration.startswith("all-minilm-l6-v2@")
+    assert answers["tiny-bert"].calibration == "tiny-bert@2026-12-03.1"
     assert answers["reranker"].results[0].index == 0  # MiniLM finds Paris
     assert answers["tiny-bert"].raw_scores.shape == (len(DOCUMENTS),)
     assert not np.allclose(answers["reranker"].raw_scores, answers["tiny-bert"].raw_scores)
@@ -268,8 +268,8 @@ def test_the_gateway_routes_by_model_and_names_the_served_ones(workspace):
         status, body = post(gateway, {"model": model, "query": QUERIES[0], "documents": DOCUMENTS})
         assert status == 200, body
         tags[model] = body["meta"]["calibration"]
-    assert tags["reranker"].startswith("all-minilm-l6-v2-cosine@")
-    assert tags["tiny-bert"] == tags[None] == "tiny-bert-platt@2026-12-03.1"
+    assert tags["reranker"].startswith("all-minilm-l6-v2@")
+    assert tags["tiny-bert"] == tags[None] == "tiny-bert@2026-12-03.1"
     status, body = post(gateway, {"model": "bge", "query": "q", "documents": ["d"]})
     assert (status, body["message"]) == (404, "model 'bge' is not served here; served: tiny-bert, reranker "
                                               "(GET /health lists them)")
@@ -300,7 +300,7 @@ def shadowed_series(workspace: Workspace, name: str, **env: str) -> dict[str, fl
     try:
         for query in QUERIES:
             status, body = post(gateway, {"query": query, "documents": DOCUMENTS})
-            assert status == 200 and body["meta"]["calibration"].startswith("all-minilm-l6-v2-cosine@"), body
+            assert status == 200 and body["meta"]["calibration"].startswith("all-minilm-l6-v2@"), body
         return settle(gateway, len(QUERIES))
     finally:
         stop_gateway(gateway)
@@ -320,7 +320,7 @@ def test_the_shadow_series_are_the_disagreeing_candidates_statistics(workspace):
     assert values[key("gateway_shadow_calls_total", **labels, outcome="compared")] == len(QUERIES)
     assert values[key("gateway_shadow_spearman_sum", **labels)] == pytest.approx(sum(rho), abs=1e-6)
     assert values[key("gateway_shadow_top_k_overlap_sum", **labels)] == pytest.approx(sum(overlap), abs=1e-9)
-    psi = values[key("gateway_shadow_score_drift_psi", **labels, profile="tiny-bert-platt@2026-12-03.1")]
+    psi = values[key("gateway_shadow_score_drift_psi", **labels, profile="tiny-bert@2026-12-03.1")]
     assert psi == pytest.approx(window.psi(), rel=1e-6)
     print(f"disagreeing candidate: mean Spearman {np.mean(rho):.3f}, top-2 overlap {np.mean(overlap):.3f}, PSI {psi:.3f}")
     assert np.mean(rho) < 0.9 and np.mean(overlap) < 1.0  # a random model does not rank like MiniLM

@@ -4,6 +4,7 @@ step checks its own inputs, so a bad direct call fails only itself."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -33,8 +34,9 @@ def test_each_variant_names_one_checkpoint_and_a_profile_fitted_for_it(variant):
     calibrate_config = config_dict(config_path(REPO, CALIBRATE, variant))
     variant_model = VariantModel.for_step(REPO / CALIBRATE, calibrate_config)
     assert variant_model.engine_file == config_path(REPO, ENGINE, variant)
-    profile = load_profile(REPO / CALIBRATE / variant_model.calibration_profile)
-    assert profile.model == variant_model.model
+    profile_path = REPO / CALIBRATE / variant_model.calibration_profile
+    profile = load_profile(profile_path)
+    assert (profile.model, profile.name) == (variant_model.model, profile_path.stem)
     calibrate, preprocess = (step_config(step, variant) for step in (CALIBRATE, PREPROCESS))
     assert calibrate.parameters["max_documents"].string_value == preprocess.parameters["max_documents"].string_value
 
@@ -53,18 +55,32 @@ def test_a_profile_of_another_score_type_fails_the_load_naming_both():
     with pytest.raises(CalibrationProfileError) as caught:
         bound_profile(COSINE_PROFILE, "Qwen/Qwen3-Reranker-0.6B", "yes_no_logit")
     assert str(caught.value) == (
-        f"{COSINE_PROFILE}: profile all-minilm-l6-v2-cosine@2026-12-02.2 was fitted for score type 'cosine' "
+        f"{COSINE_PROFILE}: profile all-minilm-l6-v2@2026-12-02.2 was fitted for score type 'cosine' "
         f"(model '{MINILM}'), but the served model 'Qwen/Qwen3-Reranker-0.6B' gives 'yes_no_logit' scores; "
         "fit a profile for this model (reranker-calibrate fit) or use an unfitted sigmoid profile"
     )
 
 
-def test_a_hot_swapped_profile_of_another_score_type_is_refused_and_the_old_one_stays(tmp_path):
-    path = tmp_path / "profile.json"
+def test_a_profile_named_otherwise_than_its_file_fails_the_load(tmp_path):
+    path = tmp_path / "minilm.json"
+    shutil.copy(COSINE_PROFILE, path)
+    with pytest.raises(CalibrationProfileError) as caught:
+        bound_profile(path, MINILM, "cosine")
+    assert str(caught.value) == (
+        f"{path}: profile all-minilm-l6-v2@2026-12-02.2 is named 'all-minilm-l6-v2', but a served profile is named "
+        "after its file; set its \"name\" to 'minilm' (or fit it with --name minilm)"
+    )
+
+
+@pytest.mark.parametrize(("replacement", "why"), [
+    ({"name": "all-minilm-l6-v2"}, "another score type"), ({"version": "2026-12-05.1"}, "another name")])
+def test_a_hot_swapped_profile_that_does_not_bind_is_refused_and_the_old_one_stays(tmp_path, replacement, why):
+    path = tmp_path / COSINE_PROFILE.name
     shutil.copy(COSINE_PROFILE, path)
     store = ProfileStore(path, MINILM, "cosine")
-    shutil.copy(REPO / "rerank_calibrate" / "profiles" / "qwen3-reranker-0.6b.json", path)
-    assert store.current().tag == "all-minilm-l6-v2-cosine@2026-12-02.2"
+    qwen3 = json.loads((REPO / "rerank_calibrate" / "profiles" / "qwen3-reranker-0.6b.json").read_text())
+    path.write_text(json.dumps(qwen3 | replacement))
+    assert store.current().tag == "all-minilm-l6-v2@2026-12-02.2", why
 
 
 def test_the_unfitted_qwen3_profile_says_so():

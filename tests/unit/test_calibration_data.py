@@ -31,8 +31,8 @@ def test_shipped_set_folds_keep_both_classes_in_every_training_part():
 
 
 def test_shipped_minilm_profile_was_fitted_on_the_shipped_set():
-    folder = PAIRS.parent / "all-minilm-l6-v2-cosine"
-    profile = load_profile(folder / "all-minilm-l6-v2-cosine.json")
+    folder = PAIRS.parent / "all-minilm-l6-v2"
+    profile = load_profile(folder / "all-minilm-l6-v2.json")
     assert profile.score_type == "cosine" and profile.calibrator.is_probability
     # Editing pairs.jsonl without refitting would leave a profile of another data set.
     assert profile.fitted_on["data_sha256"] == hashlib.sha256(PAIRS.read_bytes()).hexdigest()

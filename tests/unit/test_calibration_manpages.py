@@ -39,7 +39,7 @@ def test_shipped_profile_was_fitted_on_the_set_and_stores_its_raw_score_bins():
     profile = load_profile(ROOT / "model_repository" / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json")
     assert profile.fitted_on["data_sha256"] == hashlib.sha256(SET.read_bytes()).hexdigest()
     assert profile.fitted_on["pairs"] == 3991 and len(profile.raw_score_distribution.fractions) == 10
-    raw = PrecomputedScorer(SET.parent / "all-minilm-l6-v2-cosine" / "raw_scores.jsonl").score(read_pairs(SET))
+    raw = PrecomputedScorer(SET.parent / "all-minilm-l6-v2" / "raw_scores.jsonl").score(read_pairs(SET))
     assert raw.raw_scores.size == 3991
 
 

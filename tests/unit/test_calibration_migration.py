@@ -29,7 +29,7 @@ def test_committed_old_scores_come_from_the_old_stack_scorer():
 
 
 def test_mapped_thresholds_keep_precision_and_recall_within_2_points_on_held_out_queries():
-    raw = PrecomputedScorer(DATA / "all-minilm-l6-v2-cosine" / "raw_scores.jsonl").score(PAIRS).raw_scores
+    raw = PrecomputedScorer(DATA / "all-minilm-l6-v2" / "raw_scores.jsonl").score(PAIRS).raw_scores
     assert (1.0 + raw) / 2.0 == pytest.approx(OLD, abs=1e-5)  # the served stack scores what the old one scored
     profile = load_profile(ROOT / "model_repository" / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json")
     rows = map_thresholds(PAIRS, OLD, profile.apply(raw).astype(np.float64), [0.6, 0.65, 0.7, 0.75, 0.8])

@@ -107,6 +107,7 @@ def test_add_with_a_sample_picks_max_model_len_and_binds_a_first_unfitted_profil
     profile = bound_profile(repository / "rerank_calibrate" / engine["parameters"]["calibration_profile"]["string_value"],
                             str(tiny["bert"]), "logit")
     assert (profile.model, profile.method, profile.fitted_on["fitted"]) == (str(tiny["bert"]), "sigmoid", False)
+    assert profile.name == "bert" and profile.version.endswith("-unfitted")  # the file's name: profiles/bert.json
 
 
 @pytest.mark.parametrize("name,message", [
@@ -199,7 +200,7 @@ def test_a_profile_goes_with_its_checkpoint_not_its_folder_name(capsys, tiny, tm
     with pytest.raises(CalibrationProfileError) as caught:
         bound_profile(base_profile, str(tuned), "logit", checkpoint_identity(tuned))
     assert str(caught.value) == (
-        f"{base_profile}: profile bert-unfitted@{profiles['base'].version} was made for checkpoint "
+        f"{base_profile}: profile bert@{profiles['base'].version} was made for checkpoint "
         f"{checkpoint_identity(base)} (model '{base}'), but the served model '{tuned}' is checkpoint "
         f"{checkpoint_identity(tuned)}; fit a profile for this model (reranker-calibrate fit) or point "
         "calibration_profile at its own")
