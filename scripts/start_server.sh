@@ -11,6 +11,9 @@
 # processes), which stop_server.sh signals whole, and writes RUN_DIR/server-<HTTP port>.pid (its pid and start time).
 # Usage: scripts/start_server.sh [extra tritonserver args]   (foreground; env HTTP_PORT/GRPC_PORT/METRICS_PORT,
 # BIND_ADDRESS, TRITON_ADMIN_KEY, MODEL_REPOSITORY, VENV, RUN_DIR (build) override the defaults)
+# START_TIMEOUT_S (unset or 0: no bound): a server not ready within it is stopped and the script ends non-zero, its
+# log saying why. Triton's loader waits on a model as long as the model takes (a stub that never ends its start)
+# and leaves SIGTERM for after the load, so what the SIGTERM has not ended in 10 s gets SIGKILL.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Started in the foreground of a terminal the script already leads its job's group; started in the background of a
@@ -70,6 +73,27 @@ RUN_DIR="${RUN_DIR:-$ROOT/build}"
 mkdir -p "$RUN_DIR"
 echo "$$ $(start_time $$)" > "$RUN_DIR/server-${HTTP_PORT:-8000}.pid"  # exec keeps the pid: it names tritonserver
 remove_unmapped_regions "${HTTP_PORT:-8000}"  # left by an earlier server of this port that did not unload its models
+
+bound_start() {  # bound_start TIMEOUT_S: run in the server's process group, which keeps the group's number taken
+  # while it runs, so the group it signals is the server's; the SIGTERM it sends the group does not end it
+  trap '' TERM
+  local started deadline=$((SECONDS + $1)) url="http://${ADDRESS/#0.0.0.0/127.0.0.1}:${HTTP_PORT:-8000}/v2/health/ready"
+  started="$(start_time $$)"
+  until curl -sf -m 2 -o /dev/null "$url"; do
+    [ "$(start_time $$)" = "$started" ] || return 0  # the server ended by itself
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "error: tritonserver not ready after $1 s (START_TIMEOUT_S): stopping it" >&2
+      kill -TERM -- "-$$"
+      for _ in $(seq 50); do [ "$(start_time $$)" = "$started" ] || break; sleep 0.2; done
+      kill -KILL -- "-$$"  # what is left of the group, this process included
+    fi
+    sleep 1
+  done
+}
+if [ "${START_TIMEOUT_S:-0}" -gt 0 ]; then
+  command -v curl >/dev/null || { echo "start_server: START_TIMEOUT_S needs curl, which is not on PATH" >&2; exit 2; }
+  (bound_start "$START_TIMEOUT_S" &)  # not this process's child: tritonserver, which it becomes, would not reap it
+fi
 exec "$TS/bin/tritonserver" \
   --model-repository="${MODEL_REPOSITORY:-$ROOT/model_repository}" \
   --backend-directory="$BACKENDS" \

@@ -27,7 +27,8 @@ stop_one() {  # stop_one PID_FILE
   read -r pid started < "$1"
   if [ -z "${started:-}" ] || [ "$(start_time "$pid")" != "$started" ] || ! kill -TERM -- "-$pid" 2>/dev/null; then
     echo "stop_server: tritonserver (pid $pid) was not running"
-    stopped "$1" "$pid"
+    # Its stubs may outlive it in its group; once its number runs another program, that group had ended
+    if start_time "$pid" >/dev/null; then stopped "$1"; else stopped "$1" "$pid"; fi
     return
   fi
   echo "stop_server: stopping tritonserver (pid $pid) ..."
@@ -46,10 +47,10 @@ stop_one() {  # stop_one PID_FILE
   echo "stop_server: not stopped after $GRACE_S s; killed"
 }
 
-stopped() {  # stopped PID_FILE PID: the server is gone; once its group has ended (its stubs end after it, within
-  # seconds), what it left in /dev/shm goes too
+stopped() {  # stopped PID_FILE [PID]: the server is gone; once its group (PID) has ended (its stubs end after it,
+  # within seconds), what it left in /dev/shm goes too
   local port="${1##*/server-}" begin=$SECONDS
-  while [ -n "$(group_members "$2")" ] && [ $((SECONDS - begin)) -lt 10 ]; do sleep 0.2; done
+  while [ -n "${2:-}" ] && [ -n "$(group_members "$2")" ] && [ $((SECONDS - begin)) -lt 10 ]; do sleep 0.2; done
   remove_unmapped_regions "${port%.pid}"
   rm -f "$1"
 }
