@@ -520,6 +520,16 @@ def test_gateway_deployment_and_service(helm):
     assert env["TRITON_GRPC_URL"].split(":")[0] == server_svc["metadata"]["name"]
 
 
+def test_the_gateways_default_model_is_switched_by_a_rolling_update_that_keeps_every_replica(helm):
+    gw = kinds_named(render({"gateway": {"enabled": True, "defaultModel": "tiny-bert"}}), "Deployment")["rr-reranker-gateway"]
+    pod = gw["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert {"name": "RERANK_MODEL", "value": "tiny-bert"} in c["env"]
+    assert gw["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert c["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
+    assert pod["terminationGracePeriodSeconds"] == 5 + 35  # the sleep, then uvicorn's 30 s for calls in flight
+
+
 def test_gateway_api_key_from_the_users_secret(helm):
     def gateway_env(values):
         deploy = kinds_named(render({"gateway": {"enabled": True, **values}}), "Deployment")["rr-reranker-gateway"]

@@ -1,10 +1,11 @@
 """The gateway process against the real tritonserver when things go wrong: a body built to cost work (many
 objects, many rank fields) leaves /health/live instant; Triton going away and coming back (a TCP forwarder cut
 and restored between them) gives 503s that name no address, a /health that follows, and a recovery within about a
-second; the API key, the body deadline and the body limit on a real socket."""
+second; the API key, the body deadline and the body limit on a real socket; a stop that answers the call in flight."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
@@ -134,3 +135,31 @@ def test_a_slow_body_gets_408_and_a_large_one_413(guarded):
     large = requests.post(f"{guarded.url}/v2/rerank", json={"query": QUERY, "documents": ["a" * 200_000]},
                           headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
     assert (large.status_code, large.json()["message"]) == (413, "the body is larger than the limit of 100000 bytes")
+
+
+def test_a_stopping_gateway_answers_the_call_it_has_and_takes_no_new_one(server, tmp_path):
+    """What a rolling update of the gateway relies on: SIGTERM closes the listener, and a call already taken is
+    still answered in full (a request of 512 documents: seconds on the CPU server, so it is in flight then). uvicorn
+    ends by the signal it was sent, once its calls are answered."""
+    gateway = start_gateway(server.grpc_url, tmp_path / "gateway.log")
+    documents = [f"{RELEVANT} Paragraph {i} of a long page about French cities and their rivers." for i in range(512)]
+    answer: dict[str, object] = {}
+
+    def call() -> None:
+        answer["response"] = requests.post(f"{gateway.url}/v2/rerank", json={"query": QUERY, "documents": documents},
+                                           timeout=120)
+        answer["at"] = time.monotonic()
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    time.sleep(1.0)
+    signalled = time.monotonic()
+    gateway.process.terminate()
+    caller.join(timeout=120)
+    response = answer["response"]
+    assert isinstance(response, requests.Response) and response.status_code == 200, response
+    assert len(response.json()["results"]) == 512
+    assert answer["at"] > signalled, "the call ended before the stop: it tests nothing"
+    assert gateway.process.wait(timeout=30) == -signal.SIGTERM
+    with pytest.raises(requests.ConnectionError):
+        rerank_status(gateway)
