@@ -73,9 +73,9 @@ class ReplyThread:
                     self._pb.Tensor(name, array) for name, array in self._outputs(scores).items()])
             else:
                 response = engine_error(self._pb, failure)
-            sender.send(response, flags=self._pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-            if seconds is not None:
+            if seconds is not None:  # counted before it is answered: a client holding its answer finds it counted
                 self._metrics.record(outcome(failure), seconds)
+            sender.send(response, flags=self._pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def _next(self) -> Any:
         try:
