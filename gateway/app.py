@@ -34,6 +34,7 @@ from .routes import cohere, health, metrics, score, vllm
 from .service import Reranker
 from .settings import Settings
 from .shadow import Shadow, ShadowMetrics
+from .tracing import instrument
 from .upstream import UpstreamLatency
 
 
@@ -114,6 +115,8 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
                 await shadow.stop()
             for held in {id(m): m for m in (models, candidate_models)}.values():
                 await held.close()
+            if app.state.tracing is not None:
+                app.state.tracing.shutdown()  # exports the spans still batched
 
     app = FastAPI(
         title="reranker gateway",
@@ -131,6 +134,7 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
     app.add_exception_handler(ApiError, handle_api_error)
     app.add_exception_handler(RequestValidationError, handle_schema_error)
     app.add_exception_handler(StarletteHTTPException, handle_http_error)
+    app.state.tracing = instrument(app, settings.traces_endpoint)
 
     def openapi() -> dict:
         """FastAPI's spec, with the served model names as the enum of the request's `model` and the schema-error

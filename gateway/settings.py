@@ -52,6 +52,9 @@ class Settings:
     # and limits), e.g. a second model next to `reranker` (`reranker-model ensemble`)
     other_models: Names = ()
     shadow: ShadowSettings | None = None  # GATEWAY_SHADOW_*: a candidate model compared off the request path
+    # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (OpenTelemetry's own name): a span per call and per Triton request, the
+    # context passed on to Triton (gateway.tracing), exported there by OTLP/HTTP
+    traces_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_inflight_body_bytes < self.max_body_bytes:
@@ -140,6 +143,8 @@ ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
     ("GATEWAY_HEALTH_TIMEOUT_S", "health_timeout_s", "/health answers 503 when Triton is slower; its probe pair "
      "unanswered after half of it counts as busy, not down"),
     ("GATEWAY_LOG_LEVEL", "log_level", "uvicorn's log level"),
+    ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "traces_endpoint", "an OTLP/HTTP traces URL: a trace per call, passed on "
+     "to Triton"),
     ("GATEWAY_SHADOW_MODEL", "shadow.model", "a candidate ensemble sent a share of the default model's calls (one "
      "its Triton does not serve stops the start)"),
     ("GATEWAY_SHADOW_FRACTION", "shadow.fraction", "the share of answered calls the candidate gets"),

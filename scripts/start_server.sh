@@ -10,7 +10,8 @@
 # Stopping: scripts/stop_server.sh. The server leads a process group of its own (Triton, its Python stubs, vLLM's
 # processes), which stop_server.sh signals whole, and writes RUN_DIR/server-<HTTP port>.pid (its pid and start time).
 # Usage: scripts/start_server.sh [extra tritonserver args]   (foreground; env HTTP_PORT/GRPC_PORT/METRICS_PORT,
-# BIND_ADDRESS, TRITON_ADMIN_KEY, MODEL_REPOSITORY, VENV, RUN_DIR (build) override the defaults)
+# BIND_ADDRESS, TRITON_ADMIN_KEY, MODEL_REPOSITORY, VENV, RUN_DIR (build) override the defaults;
+# OTEL_EXPORTER_OTLP_TRACES_ENDPOINT turns tracing on)
 # START_TIMEOUT_S (unset or 0: no bound): a server not ready within it is stopped and the script ends non-zero, its
 # log saying why. Triton's loader waits on a model as long as the model takes (a stub that never ends its start)
 # and leaves SIGTERM for after the load, so what the SIGTERM has not ended in 10 s gets SIGKILL.
@@ -65,6 +66,14 @@ if ! compgen -G '/dev/nvidia[0-9]*' >/dev/null; then
   NO_GPU_ARGS=(--allow-gpu-metrics=false --pinned-memory-pool-byte-size=0)
 fi
 ADDRESS="${BIND_ADDRESS:-127.0.0.1}"
+# Tracing, OpenTelemetry's own variable: with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (http://collector:4318/v1/traces)
+# Triton traces each request that arrives with a W3C traceparent (rate=0: those only, whatever their number) and the
+# engine step adds its spans (python_backends/tracing.py), both exported there. Unset: no trace argument at all.
+TRACE_ARGS=()
+if [ -n "${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-}" ]; then
+  TRACE_ARGS=(--trace-config mode=opentelemetry --trace-config rate=0 --trace-config count=-1
+              --trace-config level=TIMESTAMPS --trace-config "opentelemetry,url=$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+fi
 # Latency summaries (nv_inference_request_summary_us{quantile=...}, per model) are the dashboard's percentiles.
 # Every config.pbtxt is complete, so Triton need not start each Python model's stub once more only to ask it to
 # complete its config (the stub imports the step's packages: seconds per model at every start and reload).
@@ -103,4 +112,4 @@ exec "$TS/bin/tritonserver" \
   --http-port "${HTTP_PORT:-8000}" --grpc-port "${GRPC_PORT:-8001}" --metrics-port "${METRICS_PORT:-8002}" \
   --metrics-config=summary_latencies=true \
   --backend-config=python,shm-region-prefix-name="$(shm_prefix "${HTTP_PORT:-8000}")" \
-  "${NO_GPU_ARGS[@]}" "$@"
+  "${NO_GPU_ARGS[@]}" "${TRACE_ARGS[@]}" "$@"

@@ -33,6 +33,7 @@ from ..errors import StepError
 from ..families import detect_model
 from ..model_source import resolve_model, verify_sha256
 from ..sequences import EngineLimits, SequenceBatch
+from ..tracing import StepTracer
 from .budget import CANCEL_POLL_S, OVERSIZED_IN_FLIGHT, InflightBudget, Place, priority
 from .deadline import ClientGone, Deadline, DeadlineExceeded
 from .orphan_guard import OrphanGuard, children
@@ -53,8 +54,10 @@ class EngineDead(StepError, RuntimeError):
 class AsyncEngine:
     """Owns the engine, its loop thread and the in-flight budget; `submit` maps one request to its raw scores."""
 
-    def __init__(self, settings: EngineSettings, device_id: int | None = None) -> None:
+    def __init__(self, settings: EngineSettings, device_id: int | None = None, tracer: StepTracer | None = None) -> None:
+        """`tracer`: the step's spans of traced requests (`submit`'s `trace_parent`); none by default."""
         os.environ.update(settings.vllm_env)
+        self.tracer = tracer if tracer is not None else StepTracer.off()
         # Triton's stub starts Python without the locale of its environment, so open() would decode as ASCII;
         # torch and vLLM read UTF-8 files at import.
         locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
@@ -122,22 +125,27 @@ class AsyncEngine:
         deadline passed, its client left, the engine died): refused before vLLM saw it."""
         self._on_refusal = callback
 
-    def submit(self, batch: SequenceBatch, deadline: Deadline) -> Future:
+    def submit(self, batch: SequenceBatch, deadline: Deadline, trace_parent: Any | None = None) -> Future:
         """Hand one validated request over; never blocks. Raises `Overloaded` when it would have to wait and the
-        waiting work is at its bound; otherwise the future answers once vLLM has scored it."""
+        waiting work is at its bound; otherwise the future answers once vLLM has scored it. `trace_parent`: the
+        request's span context (`tracer.parent`), under which its wait and its time in vLLM are spans."""
         place = self.budget.reserve(batch.tokens)
         request_id = f"rerank-{next(self._ids)}"
-        return asyncio.run_coroutine_threadsafe(self._run(batch, request_id, deadline, place), self._loop)
+        work = self._run(batch, request_id, deadline, place, trace_parent)
+        return asyncio.run_coroutine_threadsafe(work, self._loop)
 
-    async def _run(self, batch: SequenceBatch, request_id: str, deadline: Deadline, place: Place | None) -> np.ndarray:
+    async def _run(self, batch: SequenceBatch, request_id: str, deadline: Deadline, place: Place | None,
+                   trace_parent: Any | None) -> np.ndarray:
         if place is not None:
             try:
-                await self.budget.wait_for_room(place, lambda: self._check(deadline))
+                with self.tracer.span("wait for in-flight room", trace_parent, tokens=batch.tokens):
+                    await self.budget.wait_for_room(place, lambda: self._check(deadline))
             except (EngineDead, DeadlineExceeded, ClientGone) as exc:
                 self._on_refusal(exc)
                 raise
         try:
-            return await self._score(batch, request_id, deadline)
+            with self.tracer.span("vLLM", trace_parent, tokens=batch.tokens) as span:
+                return await self._score(batch, request_id, deadline, span)
         finally:
             self.budget.release(batch.tokens)
 
@@ -146,8 +154,11 @@ class AsyncEngine:
             raise EngineDead("the vLLM engine died while this request waited for room")
         deadline.check()
 
-    async def _score(self, batch: SequenceBatch, request_id: str, deadline: Deadline) -> np.ndarray:
+    async def _score(self, batch: SequenceBatch, request_id: str, deadline: Deadline, span: Any | None) -> np.ndarray:
+        """`span` (traced requests): the sequences, and an event per window handed to vLLM."""
         ids, types = batch.split()
+        if span is not None:
+            span.set_attribute("sequences", len(ids))
         rank = priority(batch.tokens) if self._by_priority else 0
         tasks: list[asyncio.Future] = []  # every sequence handed to vLLM so far: what the watcher cancels
         watcher = asyncio.ensure_future(self._abort_when(deadline, tasks))
@@ -159,6 +170,8 @@ class AsyncEngine:
                                                            self.kind.params(types[n]), f"{request_id}-{n}", rank))
                           for n in window]
                 tasks.extend(handed)
+                if span is not None:
+                    span.add_event("handed over", {"sequences": len(window)})
                 pooled.extend(await asyncio.gather(*handed))
         except BaseException:
             for task in tasks:
@@ -232,5 +245,6 @@ class AsyncEngine:
         self._watchdog.cancel()
         self._shutdown_vllm()
         self._guard.close()
+        self.tracer.close()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)

@@ -154,6 +154,20 @@ def test_knobs_reach_the_config(compose_bin):
     assert {(int(p["target"]), int(p["published"])) for p in svc["ports"]} >= {(8000, 18000)}
 
 
+@pytest.mark.parametrize("overrides", [(), (CPU_OVERRIDE,)], ids=["gpu", "cpu"])
+def test_one_variable_traces_the_gateway_triton_and_the_engine_step(compose_bin, overrides):
+    url = "http://otel-collector:4318/v1/traces"
+    services = config(compose_bin, "gateway", overrides=overrides, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=url)["services"]
+    server, gateway = services["tritonserver"], services["gateway"]
+    assert [a for a in server["command"] if a.startswith("--trace-config")] == [
+        "--trace-config=mode=opentelemetry", "--trace-config=rate=0", "--trace-config=count=-1",
+        "--trace-config=level=TIMESTAMPS", f"--trace-config=opentelemetry,url={url}"]
+    assert server["environment"]["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == url  # the engine step's spans
+    assert gateway["environment"]["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == url
+    unset = config(compose_bin, "gateway", overrides=overrides)["services"]
+    assert unset["gateway"]["environment"]["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] is None  # off: no traceparent sent
+
+
 def test_gateway_service(compose_bin):
     svc = config(compose_bin, "gateway")["services"]["gateway"]
     assert svc["command"] == ["python", "-m", "gateway"]

@@ -530,6 +530,23 @@ def test_the_gateways_default_model_is_switched_by_a_rolling_update_that_keeps_e
     assert pod["terminationGracePeriodSeconds"] == 5 + 35  # the sleep, then uvicorn's 30 s for calls in flight
 
 
+def test_one_value_traces_the_gateway_triton_and_the_engine_step(helm):
+    url = "http://otel-collector.observability:4318/v1/traces"
+    deploys = kinds_named(render({"gateway": {"enabled": True}, "tracing": {"otlpTracesEndpoint": url}}), "Deployment")
+    (server,) = deploys["rr-reranker"]["spec"]["template"]["spec"]["containers"]
+    (gateway,) = deploys["rr-reranker-gateway"]["spec"]["template"]["spec"]["containers"]
+    assert [a for a in server["args"] if a.startswith("--trace-config")] == [
+        "--trace-config=mode=opentelemetry", "--trace-config=rate=0", "--trace-config=count=-1",
+        "--trace-config=level=TIMESTAMPS", f"--trace-config=opentelemetry,url={url}"]
+    for container in (server, gateway):
+        assert {"name": "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "value": url} in container["env"]
+    off = kinds_named(render({"gateway": {"enabled": True}}), "Deployment")
+    for deploy in off.values():
+        (container,) = deploy["spec"]["template"]["spec"]["containers"]
+        assert not [a for a in container.get("args", []) if "trace" in a.split("=")[0]]
+        assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" not in {e["name"] for e in container["env"]}
+
+
 def test_gateway_api_key_from_the_users_secret(helm):
     def gateway_env(values):
         deploy = kinds_named(render({"gateway": {"enabled": True, **values}}), "Deployment")["rr-reranker-gateway"]

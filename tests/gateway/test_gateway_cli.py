@@ -35,7 +35,7 @@ def test_from_env_reads_exactly_the_listed_variables():
 def test_the_usage_page_lists_every_variable_in_its_settings_table():
     page = (ROOT / "docs" / "USAGE.md").read_text()
     table = [line for line in page.splitlines() if line.startswith("| `TRITON_GRPC_URL`")
-             or line.startswith("| `GATEWAY_") or line.startswith("| `RERANK_MODEL`")]
+             or line.startswith(("| `GATEWAY_", "| `RERANK_MODEL`", "| `OTEL_"))]
     listed = {name for line in table for name in re.findall(r"`([A-Z_]+)`", line.split("|")[1])}
     assert listed == set(NAMES)
 

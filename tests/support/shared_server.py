@@ -24,7 +24,7 @@ from tests.support.shared_memory import LEDGER
 from tests.support.triton_server import START_TIMEOUT_S, RunningServer, start_test_server, stop_server
 
 SHARED_SERVER_ENV = "RERANKER_TEST_SERVER"
-FIELDS = ("http_url", "grpc_url", "metrics_url", "admin_key")
+FIELDS = ("http_url", "grpc_url", "metrics_url", "admin_key", "traces_url")
 
 
 def _write(path: Path, content: dict) -> None:

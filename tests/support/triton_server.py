@@ -20,6 +20,7 @@ from python_backends.model_repository import (
 )
 from reranker_client import RerankClient
 from tests.support.loading import one_load_at_a_time
+from tests.support.otlp import PATH as OTLP_PATH
 from tests.support.shared_memory import LEDGER
 from tools.local_server import free_port, http_ok
 
@@ -46,6 +47,7 @@ class RunningServer:
     started: int  # its start time (clock ticks after boot): with the pid, what names this process and no other
     process: subprocess.Popen | None = None  # None when another process started it (the run's shared server)
     left_behind: list[str] = field(default_factory=list)  # /dev/shm files its group left, removed by stop_server
+    traces_url: str = ""  # where it exports its traces (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), "" when off
 
     def url(self, protocol: str) -> str:
         return self.grpc_url if protocol == "grpc" else self.http_url
@@ -99,27 +101,33 @@ class RunningServer:
                 + "\n---- its log's last lines:\n" + "\n".join(lines[-15:]))
 
 
-def start_server(log_path: Path, model_repository: Path | None = None, extra_args: tuple[str, ...] = ()) -> RunningServer:
-    """tritonserver on free loopback ports, ready. Another process can still take a port in the minute before the
-    server binds it: such a start is made again on other ports."""
+def start_server(log_path: Path, model_repository: Path | None = None, extra_args: tuple[str, ...] = (),
+                 traced: bool = False) -> RunningServer:
+    """tritonserver on free loopback ports, ready; `traced`: exporting traces to a free port of its own (for an
+    OTLP receiver a test starts there). Another process can still take a port in the minute before the server binds
+    it: such a start is made again on other ports."""
     with one_load_at_a_time():
         for _ in range(START_ATTEMPTS - 1):
             try:
-                return _start_once(log_path, model_repository, extra_args)
+                return _start_once(log_path, model_repository, extra_args, traced)
             except PortTaken:
                 pass
-        return _start_once(log_path, model_repository, extra_args)
+        return _start_once(log_path, model_repository, extra_args, traced)
 
 
 class PortTaken(RuntimeError):
     """The server exited because one of its ports was taken before it bound it."""
 
 
-def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple[str, ...]) -> RunningServer:
+def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple[str, ...],
+                traced: bool) -> RunningServer:
     ports = {"HTTP_PORT": free_port(), "GRPC_PORT": free_port(), "METRICS_PORT": free_port()}
     admin_key = secrets.token_urlsafe(16)
     env = dict(os.environ, TRITON_ADMIN_KEY=admin_key, RUN_DIR=str(log_path.parent),  # its pid file goes beside the log
                **{key: str(value) for key, value in ports.items()})
+    traces_url = f"http://127.0.0.1:{free_port()}{OTLP_PATH}" if traced else ""
+    if traced:  # spans leave within half a second of their end (Triton's and the engine step's batching)
+        env.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=traces_url, OTEL_BSP_SCHEDULE_DELAY="500")
     if model_repository is not None:
         env["MODEL_REPOSITORY"] = str(model_repository)
     log = log_path.open("w")
@@ -136,6 +144,7 @@ def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple
         pid=process.pid,
         started=start_time(process.pid),  # its child: the pid is its own until it is reaped
         process=process,
+        traces_url=traces_url,
     )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -229,9 +238,10 @@ def window_repository(folder: Path) -> Path:
 
 
 def start_test_server(log_path: Path) -> RunningServer:
-    """A server on the default model repository and the window repository beside it (the shared test server)."""
+    """A server on the default model repository and the window repository beside it (the shared test server),
+    tracing the requests that carry a trace context (tests/integration/test_tracing.py receives them)."""
     window = window_repository(log_path.parent / "window_repository")
-    return start_server(log_path, extra_args=(f"--model-repository={window}",))
+    return start_server(log_path, extra_args=(f"--model-repository={window}",), traced=True)
 
 
 # The probe pair of the fault and lifecycle tests: the relevant document is sent second, so a right answer is [1, 0].

@@ -22,6 +22,7 @@ from python_backends.engine.metrics import EngineMetrics
 from python_backends.engine.budget import CANCEL_POLL_S, OVERSIZED_IN_FLIGHT, priority
 from python_backends.errors import Overloaded
 from python_backends.seal import ScoreSeal
+from python_backends.tracing import StepTracer
 from tests.unit.test_step_metrics import MetricFamily
 from tests.support.waiting import wait_until
 
@@ -178,11 +179,12 @@ class _EngineShell(AsyncEngine):
         self.llm = types.SimpleNamespace(errored=False)
         self._ids = itertools.count()
         self._on_refusal = lambda exc: None
+        self.tracer = StepTracer.off()
         self.finish: dict[str, asyncio.Event] = {}
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, daemon=True).start()
 
-    async def _score(self, batch, request_id: str, deadline: Deadline) -> np.ndarray:
+    async def _score(self, batch, request_id: str, deadline: Deadline, span) -> np.ndarray:
         deadline.check()
         self.finish[request_id] = event = asyncio.Event()
         await event.wait()

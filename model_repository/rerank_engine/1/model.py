@@ -19,6 +19,7 @@ from python_backends.engine import (
 from python_backends.engine.metrics import EngineMetrics
 from python_backends.prometheus import Refusals, model_labels
 from python_backends.seal import ScoreSeal
+from python_backends.tracing import StepTracer
 from python_backends.triton_io import required_array
 from python_backends.triton_params import ModelParameters
 
@@ -30,7 +31,9 @@ class TritonPythonModel:
         self.name = args["model_name"]
         settings = EngineSettings.from_parameters(ModelParameters.from_model_config(args["model_config"]))
         on_gpu = args.get("model_instance_kind") == "GPU"
-        self.engine = AsyncEngine(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None)
+        self.tracer = StepTracer(self.name)  # spans of requests Triton traces (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+        self.engine = AsyncEngine(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None,
+                                  tracer=self.tracer)
         self.metrics = EngineMetrics(pb_utils, model_labels(args))
         self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "work_budget", "engine_dead", "deadline",
                                                                  "cancelled"))
@@ -47,7 +50,7 @@ class TritonPythonModel:
                     raise EngineDead("the vLLM engine is dead; the model is being unloaded")
                 arrays = {name: required_array(pb_utils, request, name) for name in TENSORS}
                 batch = SequenceBatch.from_arrays(arrays, self.engine.limits)
-                future = self.engine.submit(batch, deadline)
+                future = self.engine.submit(batch, deadline, self.tracer.parent_of(request))
             except Exception as exc:  # noqa: BLE001 - this request's answer (INVALID_ARG, UNAVAILABLE, INTERNAL)
                 self.refusals.count(exc)
                 self.replies.send_error(sender, exc)
