@@ -27,6 +27,7 @@ from python_backends.contract import ErrorKind
 from reranker_client import AsyncRerankClient
 from reranker_client.server_errors import read_error
 
+from .calls import CallCounter
 from .errors import ApiError, handle_api_error, handle_http_error, handle_schema_error
 from .guard import Guard
 from .models import TritonModels
@@ -131,6 +132,8 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
     for router in (cohere.router, vllm.router, score.router, health.router, metrics.router):
         app.include_router(router)
     app.add_middleware(Guard, settings=settings)
+    # last added, so outermost: it sees the Guard's answers too
+    app.add_middleware(CallCounter, registry=registry, paths=[route.path for route in app.routes])
     app.add_exception_handler(ApiError, handle_api_error)
     app.add_exception_handler(RequestValidationError, handle_schema_error)
     app.add_exception_handler(StarletteHTTPException, handle_http_error)
