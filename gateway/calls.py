@@ -13,7 +13,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 OTHER_PATH = "other"  # a path the gateway does not serve: one label, whatever callers send
 
 
-
 class CallCounter:
     """Pure ASGI middleware, added last so that it sees every answer, the other middleware's refusals included."""
 

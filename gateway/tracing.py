@@ -6,6 +6,8 @@ vLLM, exported by OTLP/HTTP. Unset: nothing is instrumented or imported."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -30,3 +32,16 @@ def instrument(app: FastAPI, endpoint: str | None) -> Any | None:
     FastAPIInstrumentor.instrument_app(app, tracer_provider=provider, excluded_urls=UNTRACED_PATHS)
     GrpcAioInstrumentorClient().instrument(tracer_provider=provider)  # before the lifespan makes the channels
     return provider
+
+
+@contextmanager
+def untraced(provider: Any | None) -> Iterator[None]:
+    """The block's calls to Triton make no span and send no traceparent (the readiness probe's pair: a trace every
+    few seconds of every pod would bury the calls')."""
+    if provider is None:
+        yield
+        return
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    with suppress_instrumentation():
+        yield

@@ -13,8 +13,8 @@
 # BIND_ADDRESS, TRITON_ADMIN_KEY, MODEL_REPOSITORY, VENV, RUN_DIR (build) override the defaults;
 # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT turns tracing on)
 # START_TIMEOUT_S (unset or 0: no bound): a server not ready within it is stopped and the script ends non-zero, its
-# log saying why. Triton's loader waits on a model as long as the model takes (a stub that never ends its start)
-# and leaves SIGTERM for after the load, so what the SIGTERM has not ended in 10 s gets SIGKILL.
+# log saying why. Triton's loader waits on a model as long as the model takes (a stub that never ends its start),
+# and such a server has been seen to ignore SIGTERM, so what the SIGTERM has not ended in 10 s gets SIGKILL.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Started in the foreground of a terminal the script already leads its job's group; started in the background of a

@@ -4,11 +4,12 @@ is down)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from ..schemas import Health
 from ..service import Reranker
+from ..tracing import untraced
 from . import reranker
 
 router = APIRouter(tags=["health"])
@@ -21,8 +22,9 @@ router = APIRouter(tags=["health"])
                                                       "with an error (a dead engine stub)."}},
     summary="Readiness: Triton is ready, the model is loaded and answers",
 )
-async def health(service: Reranker = Depends(reranker)) -> JSONResponse:
-    ready = await service.is_ready()
+async def health(request: Request, service: Reranker = Depends(reranker)) -> JSONResponse:
+    with untraced(request.app.state.tracing):
+        ready = await service.is_ready()
     body = Health(status="ready" if ready else "unavailable", models=list(service.settings.models))
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 

@@ -5,6 +5,7 @@ a real OTLP/HTTP receiver as one trace with its parent links."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -61,3 +62,12 @@ def test_a_call_through_the_gateway_is_one_trace_down_to_vllm(traced):
     # the embedded MiniLM is a bi-encoder: the query is a sequence of its own beside the two documents
     assert (vllm.attributes["sequences"], vllm.events) == (3, ("handed over",))
     assert "wait for in-flight room" not in {s.name for s in spans}  # a lone small request never waits
+
+
+def test_the_readiness_probe_leaves_no_trace(traced):
+    gateway, receiver = traced
+    requests_traced = len(receiver.wait_for_any("InferRequest", timeout_s=10))
+    assert requests.get(f"{gateway.url}/health", timeout=30).status_code == 200  # its probe pair went through Triton
+    time.sleep(1.5)  # past both batching delays (the gateway's 0.2 s, Triton's 0.5 s)
+    assert len(receiver.wait_for_any("InferRequest", timeout_s=0)) == requests_traced
+    assert not receiver.wait_for_any("GET /health", timeout_s=0)
