@@ -137,17 +137,17 @@ def test_a_slow_body_gets_408_and_a_large_one_413(guarded):
     assert (large.status_code, large.json()["message"]) == (413, "the body is larger than the limit of 100000 bytes")
 
 
-def test_a_stopping_gateway_answers_the_call_it_has_and_takes_no_new_one(server, tmp_path):
+def test_a_stopping_gateway_answers_the_call_it_has_and_takes_no_new_one(guarded):
     """What a rolling update of the gateway relies on: SIGTERM closes the listener, and a call already taken is
     still answered in full (a request of 512 documents: seconds on the CPU server, so it is in flight then). uvicorn
-    ends by the signal it was sent, once its calls are answered."""
-    gateway = start_gateway(server.grpc_url, tmp_path / "gateway.log")
+    ends by the signal it was sent, once its calls are answered. The module's last test: it stops the gateway."""
+    gateway = guarded
     documents = [f"{RELEVANT} Paragraph {i} of a long page about French cities and their rivers." for i in range(512)]
     answer: dict[str, object] = {}
 
     def call() -> None:
         answer["response"] = requests.post(f"{gateway.url}/v2/rerank", json={"query": QUERY, "documents": documents},
-                                           timeout=120)
+                                           headers={"Authorization": f"Bearer {KEY}"}, timeout=120)
         answer["at"] = time.monotonic()
 
     caller = threading.Thread(target=call)
