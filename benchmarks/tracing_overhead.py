@@ -7,7 +7,7 @@ concurrency 1 so that each sees the same machine:
   ensemble and each step, and the engine step's, exported to a local OTLP/HTTP receiver.
 
 Requests go straight to Triton over gRPC (the gateway's own instrumentation is not in them): 16 documents of ~40
-words. Printed as a table (P50, P90, mean, ratio of each P50 to `off`) and written as JSON:
+words. Printed as a table (P50, P95, mean, ratio of each P50 to `off`) and written as JSON:
 
     .venv/bin/python -m benchmarks.tracing_overhead --out benchmarks/results/cpu-tracing-overhead.json
 """
@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import secrets
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit
 
 import tritonclient.grpc as grpc_client
 
+from loadtest.closed_loop import latency_summary
 from reranker_client import build_inputs
 from tests.support.otlp import OtlpReceiver
 from tests.support.triton_server import start_server, stop_server
@@ -41,11 +41,6 @@ def timed_call(client: grpc_client.InferenceServerClient, traced: bool) -> float
     started = time.perf_counter()
     client.infer("reranker", inputs, headers=headers)
     return time.perf_counter() - started
-
-
-def summary(seconds: list[float]) -> dict[str, float]:
-    ms = sorted(s * 1000 for s in seconds)
-    return {"p50_ms": statistics.median(ms), "p90_ms": ms[int(0.9 * (len(ms) - 1))], "mean_ms": statistics.fmean(ms)}
 
 
 def main() -> None:
@@ -66,18 +61,18 @@ def main() -> None:
                 if round_ >= 20:
                     seconds[way].append(took)
         time.sleep(2)  # the last spans' batch
-        rows = {way: summary(values) for way, values in seconds.items()}
+        rows = {way: latency_summary(values) for way, values in seconds.items()}  # milliseconds
         for way in WAYS:
-            rows[way]["p50_ratio_to_off"] = rows[way]["p50_ms"] / rows["off"]["p50_ms"]
+            rows[way]["p50_ratio_to_off"] = rows[way]["p50"] / rows["off"]["p50"]
         result = {"requests_per_way": args.requests, "documents": len(DOCUMENTS), "concurrency": 1,
                   "cpus": os.cpu_count(), "spans_received": len(receiver.spans), "ways": rows}
     finally:
         receiver.stop()
         stop_server(off)
         stop_server(on)
-    print(f"{'way':<14} {'P50 ms':>8} {'P90 ms':>8} {'mean ms':>8} {'P50 / off':>10}")
+    print(f"{'way':<14} {'P50 ms':>8} {'P95 ms':>8} {'mean ms':>8} {'P50 / off':>10}")
     for way, row in rows.items():
-        print(f"{way:<14} {row['p50_ms']:8.2f} {row['p90_ms']:8.2f} {row['mean_ms']:8.2f} {row['p50_ratio_to_off']:10.3f}")
+        print(f"{way:<14} {row['p50']:8.2f} {row['p95']:8.2f} {row['mean']:8.2f} {row['p50_ratio_to_off']:10.3f}")
     print(f"spans received: {result['spans_received']} ({args.requests + 20} traced requests)")
     args.out.write_text(json.dumps(result, indent=1) + "\n")
 

@@ -128,7 +128,7 @@ class AsyncEngine:
     def submit(self, batch: SequenceBatch, deadline: Deadline, trace_parent: Any | None = None) -> Future:
         """Hand one validated request over; never blocks. Raises `Overloaded` when it would have to wait and the
         waiting work is at its bound; otherwise the future answers once vLLM has scored it. `trace_parent`: the
-        request's span context (`tracer.parent`), under which its wait and its time in vLLM are spans."""
+        request's span context (`StepTracer.parent_of`), under which its wait and its time in vLLM are spans."""
         place = self.budget.reserve(batch.tokens)
         request_id = f"rerank-{next(self._ids)}"
         work = self._run(batch, request_id, deadline, place, trace_parent)
