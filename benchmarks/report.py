@@ -44,7 +44,7 @@ def finish_levels(results: dict) -> None:
             level["useful_tflops"] = round(level["useful_flops_per_s"] / 1e12, 2)
 
 
-def _compare(a: list[dict], b: list[dict]) -> dict | None:
+def compare_raw(a: list[dict], b: list[dict]) -> dict | None:
     """Raw scores of the same probe requests: max |diff|, Spearman and top-10 overlap per request."""
     import numpy as np
 
@@ -76,15 +76,15 @@ def cross_check(results: dict) -> dict:
     base = [k for k in probes if "@" not in k]
     for i, a in enumerate(base):
         for b in base[i + 1:]:
-            if (c := _compare(probes[a], probes[b])) is not None:
+            if (c := compare_raw(probes[a], probes[b])) is not None:
                 out[f"{a}~{b}"] = c
     for key in (k for k in probes if "@" in k):
         name = key.split("@")[0]
-        if name in probes and (c := _compare(probes[name], probes[key])) is not None:
+        if name in probes and (c := compare_raw(probes[name], probes[key])) is not None:
             out[f"{name}~{key}"] = c
     reference = results.get("parity", {}).get("probe")
     for key in probes if reference else ():
-        if (c := _compare(reference, probes[key])) is not None:
+        if (c := compare_raw(reference, probes[key])) is not None:
             out[f"parity~{key}"] = c
     return out
 

@@ -14,9 +14,13 @@ Run by hand on a GPU host, never in CI (pytest does not collect this file).
   ``tools/offline_gpu/start_triton_gpu.sh`` with ``--model-config-name=gpucheck``, sends CASES and compares: the
   same ranking, SCORES and
   RAW_SCORES within --tol (1e-2), the same TRUNCATED counts and CALIBRATION tag. Writes a JSON report; exit 0 on pass.
+  Then it scores the first ``--parity-queries`` queries of ``data/manpages/pairs.jsonl`` (8 documents each) and
+  compares them with the bi-encoder's model-card recipe in fp32 on the same GPU and checkpoint (``parity`` in the
+  report: max |raw diff|, Spearman, top-10 overlap, calibrated decisions changed at the profile report's thresholds).
 
     python tests/gpu/check_gpu_vs_cpu.py --record                                   # on the CPU machine
     python3 tests/gpu/check_gpu_vs_cpu.py --out /tmp/check_gpu_vs_cpu.json          # on the GPU host
+    python3 tests/gpu/check_gpu_vs_cpu.py --dtype bfloat16 --out /tmp/check_bf16.json   # the engine in bf16
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ from tools.local_server import free_port  # noqa: E402 - after the repository ro
 EXPECTED = Path(__file__).resolve().with_name("expected_cpu.json")
 VARIANT = "gpucheck"  # the config variant written into the copied repository (--model-config-name)
 TIE = 1e-3  # CPU score gaps below this may swap on the GPU without counting as a ranking change
+PAIRS = ROOT / "data" / "manpages" / "pairs.jsonl"  # the shipped profile's own domain: real text, 8 documents a query
+PROFILE = ROOT / "model_repository" / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json"
+# Decisions a user of the shipped profile takes: its report's thresholds for recall >= 0.9 and precision >= 0.9
+# (data/manpages/all-minilm-l6-v2/report.md), and even odds.
+THRESHOLDS = (0.0745, 0.5, 0.8609)
 
 CASES = [
     {"query": "What is the capital of France?", "documents": [
@@ -122,8 +131,8 @@ def stop_server(proc) -> None:
         proc.wait()
 
 
-def query_all(grpc_url: str) -> list[dict]:
-    """CASES through the `reranker` ensemble with tritonclient.grpc directly (docs/CONTRACT.md tensors)."""
+def query_all(grpc_url: str, cases: list[dict]) -> list[dict]:
+    """Cases through the `reranker` ensemble with tritonclient.grpc directly (docs/CONTRACT.md tensors)."""
     import numpy as np
     import tritonclient.grpc as grpcmod
 
@@ -131,7 +140,7 @@ def query_all(grpc_url: str) -> list[dict]:
     outputs = [grpcmod.InferRequestedOutput(n) for n in ("SCORES", "RAW_SCORES", "RANKING", "TRUNCATED", "CALIBRATION")]
     out = []
     try:
-        for case in CASES:
+        for case in cases:
             docs = case["documents"]
             top_n = case.get("top_n", len(docs))
             inputs = []
@@ -157,6 +166,46 @@ def query_all(grpc_url: str) -> list[dict]:
     return out
 
 
+def shipped_max_model_len() -> int:
+    from python_backends.model_repository import config_path, engine_args, read_config
+
+    return engine_args(read_config(config_path(ROOT / "model_repository", "rerank_engine")))["max_model_len"]
+
+
+def parity_cases(path: Path, queries: int) -> list[dict]:
+    """The first `queries` queries of a pairs file, each with its documents, as one request each."""
+    groups: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if row["query"] in groups or len(groups) < queries:
+            groups.setdefault(row["query"], []).append(row["document"])
+    return [{"query": query, "documents": documents} for query, documents in groups.items()]
+
+
+def parity(model: Path, cases: list[dict], served: list[dict], device: str) -> dict:
+    """The served raw scores against the bi-encoder's model-card recipe (reranker_model/parity.py, transformers fp32
+    on `device`, same checkpoint): max |diff|, Spearman and top-10 overlap per query, and the pairs whose calibrated
+    score falls on the other side of each of THRESHOLDS (the reference's raw scores through the served profile)."""
+    import numpy as np
+
+    from benchmarks.report import compare_raw
+    from python_backends.calibrate.profile_schema import load_profile
+    from reranker_model.parity import BiEncoderReference
+
+    t0 = time.monotonic()
+    reference = BiEncoderReference(str(model), shipped_max_model_len(), device)
+    expected = [reference.scores(case["query"], case["documents"]) for case in cases]
+    report = compare_raw([{"raw": e.tolist()} for e in expected], [{"raw": s["raw_scores"]} for s in served])
+    profile = load_profile(PROFILE)
+    calibrated = [(profile.apply(e), np.asarray(s["scores"])) for e, s in zip(expected, served)]
+    report["decisions_changed"] = {
+        str(t): int(sum(((ref >= t) != (got >= t)).sum() for ref, got in calibrated)) for t in THRESHOLDS}
+    report["max_abs_score_diff"] = round(max(float(np.max(np.abs(ref - got))) for ref, got in calibrated), 6)
+    report.update(queries=len(cases), pairs=sum(len(e) for e in expected), device=device, profile=profile.tag,
+                  seconds=round(time.monotonic() - t0, 1))
+    return report
+
+
 def torch_reference(model_dir: str, round_fp16: bool) -> list[list[float]]:
     """Cosine scores from plain torch in float32 (mean pooling, as the model's 1_Pooling), same token ids."""
     import torch
@@ -170,7 +219,7 @@ def torch_reference(model_dir: str, round_fp16: bool) -> list[list[float]]:
         with torch.no_grad():
             for p in model.parameters():
                 p.copy_(p.to(torch.float16).to(torch.float32))
-    enc = make_encoder(BiEncoder, model_dir, 256)
+    enc = make_encoder(BiEncoder, model_dir, shipped_max_model_len())
     out = []
     with torch.inference_mode():
         for case in CASES:
@@ -193,7 +242,7 @@ def record(args) -> int:
     log_path = Path("/tmp/check_gpu_vs_cpu_record.log")
     proc, grpc_url, startup = start_server(["bash", str(ROOT / "scripts" / "start_server.sh")], env, log_path, 400)
     try:
-        results = query_all(grpc_url)
+        results = query_all(grpc_url, CASES)
     finally:
         stop_server(proc)
     model = str(source_dir())
@@ -293,9 +342,15 @@ def check(args) -> int:
             report["engine_parameters"] = {"engine_args": engine, "parameters": str(params)}
             break
         report["server_startup_s"] = startup
-        got = query_all(grpc_url)
+        got = query_all(grpc_url, CASES)
         report["gpu_results"] = got
         report.update(compare(expected["results"], got, args.tol))
+        if args.parity_queries:
+            cases = parity_cases(PAIRS, args.parity_queries)
+            served = query_all(grpc_url, cases)
+            stop_server(proc)
+            proc = None
+            report["parity"] = parity(model, cases, served, "cpu" if args.cpu else "cuda")
     except Exception as exc:  # noqa: BLE001 - reported
         import traceback
 
@@ -313,6 +368,12 @@ def check(args) -> int:
         print(f"case {c['case']}: {'ok' if c['ok'] else 'FAIL'}  same ranking {c['same_ranking']}  "
               f"max|dscore| {c['max_abs_score_diff']:.2e}  max|draw| {c['max_abs_raw_diff']:.2e}  "
               f"truncated cpu/gpu {c['truncated']}")
+    if parity_report := report.get("parity"):
+        print(f"parity with the model card's recipe (fp32, {parity_report['device']}): {parity_report['queries']} "
+              f"queries, {parity_report['pairs']} pairs, max |raw diff| {parity_report['max_abs_raw_diff']} (raw std "
+              f"{parity_report['raw_std']}), spearman >= {parity_report['spearman_min']}, top-10 overlap >= "
+              f"{parity_report['top10_overlap_min']}, max |score diff| {parity_report['max_abs_score_diff']}, "
+              f"decisions changed {parity_report['decisions_changed']}")
     if "error" in report:
         print("ERROR", report["error"][:1500])
     print(f"GPU_VS_CPU {'PASS' if report['passed'] else 'FAIL'}: max|score diff| {report.get('max_abs_score_diff')} "
@@ -328,6 +389,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float16", help="engine dtype on the GPU (the packed copy is float16)")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.2)
     ap.add_argument("--tol", type=float, default=1e-2)
+    ap.add_argument("--parity-queries", type=int, default=500, help="queries of data/manpages/pairs.jsonl scored "
+                    "against the model card's recipe in fp32 (0: none)")
     ap.add_argument("--start-timeout", type=float, default=240,
                     help="per attempt (vLLM's engine took over 2 min to start on the H200; a second may follow)")
     ap.add_argument("--triton-start", default=None, help="default: tools/offline_gpu/start_triton_gpu.sh {repo} "
