@@ -161,6 +161,7 @@ OUTPUTS: tuple[Tensor, ...] = (
 )
 TENSORS: dict[str, Tensor] = {t.name: t for t in (*INPUTS, *OUTPUTS)}
 INT32_MAX = 2**31 - 1
+HTTP_INPUT_SIZE_STEP = 1 << 20  # --http-max-input-size is given in whole MiB
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,20 @@ class RequestLimits:
             if value < minimum:
                 raise ValueError(f"model {model!r}: configuration parameter {limit.name!r} must be >= {minimum}, got {value}")
         return cls(**values)
+
+    @property
+    def largest_request_bytes(self) -> int:
+        """The input bytes of the largest request these limits admit, as Triton's HTTP front counts them against
+        `--http-max-input-size`: each BYTES element with its 4-byte length, QUERY and INSTRUCTION at
+        max_query_bytes, TOP_N and MAX_TOKENS_PER_DOC one INT32 each."""
+        return self.max_documents * (self.max_document_bytes + 4) + 2 * (self.max_query_bytes + 4) + 2 * 4
+
+    @property
+    def http_max_input_size(self) -> int:
+        """`tritonserver --http-max-input-size` for these limits: the largest request, rounded up to a MiB. Triton's
+        own default (64 MiB) is just below a request of 1024 documents of 64 KiB; set to this, what HTTP accepts is
+        what the limits admit, refused before it is copied into any step's memory."""
+        return -(-self.largest_request_bytes // HTTP_INPUT_SIZE_STEP) * HTTP_INPUT_SIZE_STEP
 
 
 def limit_models(ensemble_config: Mapping[str, Any]) -> tuple[str, str]:

@@ -154,6 +154,14 @@ def test_knobs_reach_the_config(compose_bin):
     assert {(int(p["target"]), int(p["published"])) for p in svc["ports"]} >= {(8000, 18000)}
 
 
+def test_http_takes_no_request_larger_than_the_limits_admit(compose_bin, http_max_input_size):
+    """Triton 2.51 (the CPU image's) has no such option; the GPU image's Triton does."""
+    gpu = config(compose_bin)["services"]["tritonserver"]["command"]
+    assert [a for a in gpu if a.startswith("--http-max-input-size")] == [http_max_input_size]
+    cpu = config(compose_bin, overrides=(CPU_OVERRIDE,))["services"]["tritonserver"]["command"]
+    assert not [a for a in cpu if a.startswith("--http-max-input-size")]
+
+
 @pytest.mark.parametrize("overrides", [(), (CPU_OVERRIDE,)], ids=["gpu", "cpu"])
 def test_one_variable_traces_the_gateway_triton_and_the_engine_step(compose_bin, overrides):
     url = "http://otel-collector:4318/v1/traces"

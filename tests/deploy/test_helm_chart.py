@@ -530,6 +530,12 @@ def test_the_gateways_default_model_is_switched_by_a_rolling_update_that_keeps_e
     assert pod["terminationGracePeriodSeconds"] == 5 + 35  # the sleep, then uvicorn's 30 s for calls in flight
 
 
+def test_http_takes_no_request_larger_than_the_limits_admit(helm, http_max_input_size):
+    for values in ({}, {"server": {"modelConfigName": ""}}):
+        args = server_container(kinds_named(render(values), "Deployment")["rr-reranker"])["args"]
+        assert [a for a in args if a.startswith("--http-max-input-size")] == [http_max_input_size]
+
+
 def test_one_value_traces_the_gateway_triton_and_the_engine_step(helm):
     url = "http://otel-collector.observability:4318/v1/traces"
     deploys = kinds_named(render({"gateway": {"enabled": True}, "tracing": {"otlpTracesEndpoint": url}}), "Deployment")

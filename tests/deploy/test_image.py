@@ -91,9 +91,10 @@ def test_server_image_is_the_official_vllm_image_with_the_project_installed():
     assert "PYTHONPATH" not in text
 
 
-def test_server_image_runs_the_gpu_configuration_as_non_root():
+def test_server_image_runs_the_gpu_configuration_as_non_root(http_max_input_size):
     (cmd,) = args_of(SERVER_DOCKERFILE, "CMD")
     assert '"--model-config-name=gpu"' in cmd and '"--model-repository=/models"' in cmd
+    assert f'"{http_max_input_size}"' in cmd
     assert args_of(SERVER_DOCKERFILE, "USER") == ["1000:1000"]  # numeric: runAsNonRoot can verify it
     env = " ".join(args_of(SERVER_DOCKERFILE, "ENV"))
     for var in ("HF_HOME", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):

@@ -143,6 +143,15 @@ def _config(**values: str) -> dict:
     return {"name": "m", "parameters": {key: {"string_value": value} for key, value in values.items()}}
 
 
+def test_the_largest_admitted_request_counts_what_triton_http_counts():
+    """1024 documents of 64 KiB (each with its 4-byte length), query and instruction of 4 KiB, two INT32: just over
+    Triton's default --http-max-input-size (64 MiB), so the deployments pass the limits' own size, in whole MiB."""
+    limits = RequestLimits(1024, 65536, 4096, 8192)
+    assert limits.largest_request_bytes == 1024 * 65540 + 2 * 4100 + 8 == 67121168 > 64 << 20
+    assert limits.http_max_input_size == 65 << 20
+    assert RequestLimits(4, 1000, 50, 256).http_max_input_size == 1 << 20
+
+
 def test_limits_come_from_the_model_configs():
     preprocess = _config(max_documents="64", max_document_bytes="1000", max_query_bytes="50")
     engine = _config(engine_args='{"model": "m", "max_model_len": 256}')
