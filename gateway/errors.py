@@ -31,6 +31,8 @@ from python_backends.errors import InvalidRequest
 from reranker_client import CalibrationChangedError, is_retryable
 from reranker_client.server_errors import read_error
 
+from .engine_watch import EngineLost
+
 if TYPE_CHECKING:
     from .limits import Fields
 
@@ -144,7 +146,7 @@ def triton_error(error: Exception, names: Fields | None = None) -> ApiError:
         if read.kind is ErrorKind.INVALID:
             return names.caller_error(read) if names is not None else ApiError("invalid", read.text)
         return _server_error(SERVER_KINDS[read.kind], error)
-    if isinstance(error, CalibrationChangedError) or is_retryable(error):
+    if isinstance(error, (CalibrationChangedError, EngineLost)) or is_retryable(error):
         return _server_error("unavailable", error)
     if isinstance(error, InvalidRequest) and names is not None:  # the client's check of the contract (TOP_N)
         return names.caller_error(error.server_error())

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from python_backends.contract import INT32_MAX, RequestLimits
 from reranker_client import AsyncRerankClient, CalibrationChangedError, RerankResponse
-from reranker_client.healthcheck import answer_error
+from reranker_client.healthcheck import answer_error, engine_dead
 
+from .engine_watch import EngineWatch
 from .errors import ApiError, shown, triton_error
 from .limits import RERANK_FIELDS, Fields, check_call
 from .models import TritonModels
@@ -58,6 +59,7 @@ class Reranker:
         self.models = models
         self.latency = latency
         self.shadow = shadow
+        self._watches: dict[str, EngineWatch] = {}  # by Triton ensemble
 
     async def client(self, model: str | None = None) -> AsyncRerankClient:
         """The client of the ensemble that answers the served name `model` (None: the default)."""
@@ -133,8 +135,22 @@ class Reranker:
 
     async def _send(self, call: RerankCall, top_n: int | None, return_documents: bool) -> RerankResponse:
         client = await self.client(call.model)
-        with self.latency.timed(self.settings.triton_name(call.model or self.settings.triton_model)):
-            return await client.rerank(
+        name = self.settings.triton_name(call.model or self.settings.triton_model)
+        with self.latency.timed(name):
+            return await self._watch(name).run(client.rerank(
                 call.query, call.texts, top_n=top_n, instruction=call.instruction,
                 return_documents=return_documents, max_tokens_per_doc=call.max_tokens_per_doc,
-            )
+            ))
+
+    def _watch(self, name: str) -> EngineWatch:
+        if name not in self._watches:
+            self._watches[name] = EngineWatch(lambda: self._engine_dead(name), self.settings.engine_watch_s)
+        return self._watches[name]
+
+    async def _engine_dead(self, name: str) -> BaseException | None:
+        """The probe of one ensemble's engine; it waits as long as a call waits between probes."""
+        try:
+            client = await self.models.client(name)
+        except Exception:  # noqa: BLE001 - Triton unreachable: the calls' own errors will say so
+            return None
+        return await engine_dead(client, self.settings.engine_watch_s)

@@ -47,6 +47,7 @@ class Settings:
     # API call needs `Authorization: Bearer <key>`; the health probes and the OpenAPI spec stay open
     api_key: str | None = field(default=None, repr=False)
     health_timeout_s: float = 2.0  # GATEWAY_HEALTH_TIMEOUT_S (ENVIRONMENT below)
+    engine_watch_s: float = 5.0  # GATEWAY_ENGINE_WATCH_S (ENVIRONMENT below)
     log_level: str = "info"  # GATEWAY_LOG_LEVEL
     # GATEWAY_MODELS: more Triton ensembles served by their own name in the body's `model` (each its own client
     # and limits), e.g. a second model next to `reranker` (`reranker-model ensemble`)
@@ -142,6 +143,8 @@ ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
     ("GATEWAY_TIMEOUT_S", "timeout_s", "per Triton request, and for all of one /score call (504 past it)"),
     ("GATEWAY_HEALTH_TIMEOUT_S", "health_timeout_s", "/health answers 503 when Triton is slower; its probe pair "
      "unanswered after half of it counts as busy, not down"),
+    ("GATEWAY_ENGINE_WATCH_S", "engine_watch_s", "a call unanswered this long sends the probe pair to its ensemble; "
+     "a dead engine's error there ends every call waiting on it (503)"),
     ("GATEWAY_LOG_LEVEL", "log_level", "uvicorn's log level"),
     ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "traces_endpoint", "an OTLP/HTTP traces URL: a trace per call, passed on "
      "to Triton"),

@@ -14,7 +14,7 @@ import sys
 
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import ErrorKind
+from python_backends.contract import STUB_DEAD, ErrorKind
 
 from .aio import AsyncRerankClient
 from .client import RerankClient
@@ -44,16 +44,33 @@ def check(url: str, protocol: str = "grpc", timeout_s: float = 10.0, busy_is_hea
     return None
 
 
-async def answer_error(client: AsyncRerankClient, busy_after_s: float) -> str | None:
-    """Why the ensemble fails the probe pair on an open async client (the gateway's /health), or None: it answered
-    (whatever its ranking: a client serves any checkpoint, trained or not) or has not answered within `busy_after_s`,
-    a busy server (its call is cancelled then)."""
+async def _failure(client: AsyncRerankClient, busy_after_s: float) -> Exception | None:
+    """The probe pair's failure on an open async client, or None: it answered, or has not within `busy_after_s` (a
+    busy server; its call is cancelled then)."""
     try:
         await asyncio.wait_for(client.rerank(QUERY, list(DOCUMENTS)), busy_after_s)
     except TimeoutError:
         return None
     except Exception as exc:  # noqa: BLE001 - any failed answer is the verdict, not a crash of the probe
-        return f"rerank request failed: {exc}"
+        return exc
+    return None
+
+
+async def answer_error(client: AsyncRerankClient, busy_after_s: float) -> str | None:
+    """Why the ensemble fails the probe pair (the gateway's /health), or None: it answered (whatever its ranking: a
+    client serves any checkpoint, trained or not) or is busy."""
+    failure = await _failure(client, busy_after_s)
+    return None if failure is None else f"rerank request failed: {failure}"
+
+
+async def engine_dead(client: AsyncRerankClient, busy_after_s: float) -> InferenceServerException | None:
+    """The error the probe pair meets when the ensemble's engine is dead, else None: a stub Triton reports not
+    healthy (in Triton's words, whatever the status: a new request gets INTERNAL over gRPC), or a vLLM engine its
+    step reports dead."""
+    failure = await _failure(client, busy_after_s)
+    if isinstance(failure, InferenceServerException) and (
+            STUB_DEAD.search(str(failure)) or read_error(failure).kind is ErrorKind.ENGINE_DEAD):
+        return failure
     return None
 
 

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from tritonclient.utils import InferenceServerException
 
 from gateway import Settings, create_app
+from gateway.engine_watch import EngineLost
 from python_backends.errors import InvalidRequest, Overloaded, StepError
 from reranker_client import CalibrationChangedError
 from reranker_client.healthcheck import DOCUMENTS, QUERY
@@ -48,6 +49,8 @@ def answered(error: StepError, status: str, ensemble: bool = True) -> InferenceS
         (InferenceServerException(msg="Stub process is not healthy", status="StatusCode.INTERNAL"), 502,
          "the reranker server failed the request", None),
         (CalibrationChangedError("the requests of one call were calibrated by different profiles"), 503, UNAVAILABLE, None),
+        (EngineLost(InferenceServerException(msg="in ensemble 'reranker', Stub process 'rerank_engine_0_0' is not "
+                                             "healthy.", status="StatusCode.INTERNAL")), 503, UNAVAILABLE, None),
     ],
 )
 def test_triton_errors_map_to_http_statuses_in_the_callers_words(error, status, message, param):

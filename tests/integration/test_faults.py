@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from reranker_client.healthcheck import check
 from tests.support.triton_server import (
     PROBE_DOCUMENTS, PROBE_QUERY, ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids,
 )
+from tests.support.gateway import start_gateway, stop_gateway
 from tests.support.shared_memory import LEDGER
 from tests.support.waiting import wait_until
 
@@ -240,20 +242,51 @@ def _in_flight_outcome(server: RunningServer, protocol: str) -> tuple[str, float
         client.close()
 
 
-def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_shutdown_is_bounded(own_server):
+def _gateway_outcome(gateway_url: str) -> tuple[int, str, float]:
+    """The same large request through the gateway (its own deadline, GATEWAY_TIMEOUT_S, is 60 s): status, body, when."""
+    documents = [f"document {i} " + "about the capital cities of Europe and their rivers " * 40 for i in range(64)]
+    body = json.dumps({"query": PROBE_QUERY, "documents": documents}).encode()
+    request = urllib.request.Request(f"{gateway_url}/v1/rerank", body, {"Content-Type": "application/json"})
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read().decode(), time.monotonic() - started
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), time.monotonic() - started
+
+
+ENGINE_WATCH_S = 2.0  # the gateway's GATEWAY_ENGINE_WATCH_S here
+
+
+def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_shutdown_is_bounded(own_server, tmp_path):
     """Triton 2.51's Python backend never answers a request whose stub died after `execute` handed it over (its
     response factory is released only by the stub; docs/OPERATIONS.md, Faults): each in-flight request ends at the
-    client's deadline, requests sent afterwards are refused at once, and a SIGTERM afterwards waits the whole exit
-    timeout for those requests and exits 1 naming them: bounded by the exit timeout, which the Helm chart keeps
-    inside its termination grace period (30 s of 60)."""
+    client's deadline, a gateway's calls end with 503 once its engine watch has probed the ensemble, requests sent
+    afterwards are refused at once, and a SIGTERM afterwards waits the whole exit timeout for those requests and exits
+    1 naming them: bounded by the exit timeout, which the Helm chart keeps inside its termination grace period (30 s
+    of 60)."""
     (pid,) = stub_pids(own_server, "rerank_engine")
-    with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
-        futures = [pool.submit(_in_flight_outcome, own_server, ("http", "grpc")[i % 2]) for i in range(IN_FLIGHT)]
-        time.sleep(1.0)
-        os.kill(pid, signal.SIGKILL)
-        outcomes = [f.result(timeout=CLIENT_DEADLINE_S + 30) for f in futures]
-    print("in flight at the stub's death:", [(kind, round(t, 1)) for kind, t in outcomes])
+    gateway = start_gateway(own_server.grpc_url, tmp_path / "gateway.log", GATEWAY_ENGINE_WATCH_S=str(ENGINE_WATCH_S))
+    try:
+        with ThreadPoolExecutor(max_workers=IN_FLIGHT + 2) as pool:
+            futures = [pool.submit(_in_flight_outcome, own_server, ("http", "grpc")[i % 2]) for i in range(IN_FLIGHT)]
+            through_gateway = [pool.submit(_gateway_outcome, gateway.url) for _ in range(2)]
+            time.sleep(1.0)
+            os.kill(pid, signal.SIGKILL)
+            killed = time.monotonic()
+            gateway_outcomes = [f.result(timeout=60) for f in through_gateway]
+            gateway_took = time.monotonic() - killed
+            outcomes = [f.result(timeout=CLIENT_DEADLINE_S + 30) for f in futures]
+    finally:
+        stop_gateway(gateway)
+    print("in flight at the stub's death:", [(kind, round(t, 1)) for kind, t in outcomes],
+          "through the gateway:", [(status, round(t, 1)) for status, _, t in gateway_outcomes])
     assert all(t < CLIENT_DEADLINE_S + 5 for _, t in outcomes), outcomes  # none outlives its client's deadline
+    # one watch period, one probe (the dead stub's error, after the client's retries of it), not the 60 s deadline
+    assert [status for status, _, _ in gateway_outcomes] == [503, 503], gateway_outcomes
+    assert gateway_took < 2 * ENGINE_WATCH_S + 5, gateway_took
+    ended = [line for line in gateway.log_tail(20000).splitlines() if line.endswith(": ending it")]
+    assert ended and all(NOT_HEALTHY in line for line in ended), gateway.log_tail()
     started = time.monotonic()
     with pytest.raises(InferenceServerException, match="Stub process 'rerank_engine_0_0' is not healthy"):
         probe_ranking(own_server)
