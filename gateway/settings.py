@@ -46,7 +46,10 @@ class Settings:
     # GATEWAY_API_KEY, or the content of the file GATEWAY_API_KEY_FILE (a mounted secret): when set, every
     # API call needs `Authorization: Bearer <key>`; the health probes and the OpenAPI spec stay open
     api_key: str | None = field(default=None, repr=False)
-    health_timeout_s: float = 2.0  # GATEWAY_HEALTH_TIMEOUT_S (ENVIRONMENT below)
+    # GATEWAY_HEALTH_TIMEOUT_S (ENVIRONMENT below). Its probe pair waits half of it, and Triton 2.51 answers a request
+    # to a dead engine stub after its 1 s stub health wait: at 2 s the probe gave up just before that answer and
+    # /health stayed 200 with the engine dead.
+    health_timeout_s: float = 4.0
     engine_watch_s: float = 5.0  # GATEWAY_ENGINE_WATCH_S (ENVIRONMENT below)
     log_level: str = "info"  # GATEWAY_LOG_LEVEL
     # GATEWAY_MODELS: more Triton ensembles served by their own name in the body's `model` (each its own client

@@ -29,7 +29,7 @@ from reranker_client.healthcheck import check
 from tests.support.triton_server import (
     PROBE_DOCUMENTS, PROBE_QUERY, ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids,
 )
-from tests.support.gateway import start_gateway, stop_gateway
+from tests.support.gateway import http_status, start_gateway, stop_gateway
 from tests.support.shared_memory import LEDGER
 from tests.support.waiting import wait_until
 
@@ -276,6 +276,7 @@ def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_sh
             killed = time.monotonic()
             gateway_outcomes = [f.result(timeout=60) for f in through_gateway]
             gateway_took = time.monotonic() - killed
+            dead_health = http_status(f"{gateway.url}/health")
             outcomes = [f.result(timeout=CLIENT_DEADLINE_S + 30) for f in futures]
     finally:
         stop_gateway(gateway)
@@ -287,6 +288,7 @@ def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_sh
     assert gateway_took < 2 * ENGINE_WATCH_S + 5, gateway_took
     ended = [line for line in gateway.log_tail(20000).splitlines() if line.endswith(": ending it")]
     assert ended and all(NOT_HEALTHY in line for line in ended), gateway.log_tail()
+    assert dead_health == 503  # Triton still calls the model READY; the gateway's probe pair meets the dead stub
     started = time.monotonic()
     with pytest.raises(InferenceServerException, match="Stub process 'rerank_engine_0_0' is not healthy"):
         probe_ranking(own_server)
