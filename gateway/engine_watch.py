@@ -6,12 +6,12 @@ recovered, can answer it).
 
     >>> import asyncio
     >>> async def dead():
-    ...     return RuntimeError("Stub process 'rerank_engine_0_0' is not healthy")
+    ...     return RuntimeError("Stub process 'rerank_engine_0_0' is not healthy.")
     >>> async def lost():
     ...     await asyncio.sleep(60)
-    >>> asyncio.run(EngineWatch(dead, after_s=0.01).run(lost()))
+    >>> asyncio.run(EngineWatch(dead, after_s=0.01).run(lost()))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    gateway.engine_watch.EngineLost: the engine died with this call in flight: Stub process 'rerank_engine_0_0' is not healthy
+    gateway.engine_watch.EngineLost: the engine died with this call in flight: Stub process ... is not healthy.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Run by hand on a GPU host, never in CI (pytest does not collect this file).
 
     python tests/gpu/check_gpu_vs_cpu.py --record                                   # on the CPU machine
     python3 tests/gpu/check_gpu_vs_cpu.py --out /tmp/check_gpu_vs_cpu.json          # on the GPU host
-    python3 tests/gpu/check_gpu_vs_cpu.py --dtype float16 --out /tmp/check_fp16.json    # the engine in fp16
+    python3 tests/gpu/check_gpu_vs_cpu.py --dtype float16 --out /tmp/check_fp16.json    # fp16 (a full vLLM)
 """
 
 from __future__ import annotations
