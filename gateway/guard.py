@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .errors import ApiError, compatible_response
 from .settings import Settings
+
+log = logging.getLogger("gateway")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -128,7 +131,24 @@ class Guard:
         except TimeoutError:
             error = ApiError("body_timeout", f"the body did not arrive within {self.body_timeout_s:g} s")
             return await self._refuse(scope, receive, send, error)
-        await self.app(scope, _replay(body, receive), send)
+        await _answer_unless_gone(self.app(scope, _replay(body, receive), send), receive)
+
+
+async def _answer_unless_gone(answer: Awaitable[None], receive: Receive) -> None:
+    """The app's answer, cancelled when its client disconnects first: with it go the Triton requests it waits on (gRPC
+    cancels them on the server, and the engine step aborts their work in vLLM) instead of running for nobody. Once the
+    body is read, the connection's next message is its disconnect, whenever that comes."""
+    task = asyncio.ensure_future(answer)
+    gone = asyncio.ensure_future(receive())
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            log.info("client gone before its answer: cancelling the call")
+    finally:
+        gone.cancel()
+        task.cancel()  # a no-op once it has answered
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

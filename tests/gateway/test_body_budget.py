@@ -1,6 +1,6 @@
 """The gateway's bound on the request bodies it holds at once (gateway.guard.BodyBudget), at the ASGI level: calls
 past it are refused without their body reaching the app (it is read off the connection and dropped), and the room
-comes back when an answer is sent."""
+comes back when an answer is sent, or when the client goes before it (the app's work cancelled)."""
 
 from __future__ import annotations
 
@@ -27,21 +27,28 @@ class HeldApp:
         await send({"type": "http.response.body", "body": b"{}"})
 
 
-async def call(guard: Guard, declared: bool = True) -> tuple[int, dict[bytes, bytes]]:
+async def call(guard: Guard, declared: bool = True, gone_after_s: float | None = None) -> tuple[int, dict[bytes, bytes]]:
+    """One call; its client disconnects `gone_after_s` after its body (None: it waits for the answer, as a server's
+    receive, which gives the disconnect only when it comes)."""
     headers = [(b"content-length", str(len(BODY)).encode())] if declared else []
     scope = {"type": "http", "path": "/v1/rerank", "method": "POST", "headers": headers}
     messages = iter([{"type": "http.request", "body": BODY, "more_body": False}])
     started: dict = {}
 
     async def receive():
-        return next(messages, {"type": "http.disconnect"})
+        if (message := next(messages, None)) is not None:
+            return message
+        if gone_after_s is None:
+            await asyncio.Event().wait()
+        await asyncio.sleep(gone_after_s)
+        return {"type": "http.disconnect"}
 
     async def send(message):
         if message["type"] == "http.response.start":
             started.update(status=message["status"], headers=dict(message["headers"]))
 
     await guard(scope, receive, send)
-    return started["status"], started["headers"]
+    return started.get("status"), started.get("headers")
 
 
 def test_calls_past_the_body_budget_are_refused_at_once_and_its_room_comes_back():
@@ -68,3 +75,26 @@ def test_calls_past_the_body_budget_are_refused_at_once_and_its_room_comes_back(
 def test_a_budget_smaller_than_one_body_at_the_limit_is_refused_at_start():
     with pytest.raises(ValueError, match="^GATEWAY_MAX_INFLIGHT_BODY_BYTES=1000 is less than GATEWAY_MAX_BODY_BYTES=2000"):
         Settings(max_body_bytes=2000, max_inflight_body_bytes=1000)
+
+
+def test_a_client_gone_before_its_answer_cancels_the_work_and_gives_its_room_back():
+    """What the app waits on (the Triton requests) is cancelled when the client disconnects; gRPC then cancels the
+    requests on the server, whose engine step aborts their work in vLLM."""
+    cancelled = []
+
+    class NeverAnswers:
+        async def __call__(self, scope, receive, send) -> None:
+            await receive()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+
+    async def run():
+        guard = Guard(NeverAnswers(), Settings(max_body_bytes=1000, max_inflight_body_bytes=2000))
+        status, _ = await asyncio.wait_for(call(guard, gone_after_s=0.05), 5)
+        return status, guard.bodies.held
+
+    assert asyncio.run(run()) == (None, 0)  # nobody to answer, the room given back
+    assert cancelled == [True]
