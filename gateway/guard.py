@@ -135,9 +135,10 @@ class Guard:
 
 
 async def _answer_unless_gone(answer: Awaitable[None], receive: Receive) -> None:
-    """The app's answer, cancelled when its client disconnects first: with it go the Triton requests it waits on (gRPC
-    cancels them on the server, and the engine step aborts their work in vLLM) instead of running for nobody. Once the
-    body is read, the connection's next message is its disconnect, whenever that comes."""
+    """The app's answer, cancelled when its client disconnects first: its body goes, and the requests of a split call
+    not yet sent are never sent. The one already in Triton runs on (Triton 2.51's ensemble does not pass a cancelled
+    gRPC call to its steps; its timeout ends it: docs/OPERATIONS.md). Once the body is read, the connection's next
+    message is its disconnect, whenever that comes."""
     task = asyncio.ensure_future(answer)
     gone = asyncio.ensure_future(receive())
     try:

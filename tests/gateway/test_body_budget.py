@@ -78,8 +78,7 @@ def test_a_budget_smaller_than_one_body_at_the_limit_is_refused_at_start():
 
 
 def test_a_client_gone_before_its_answer_cancels_the_work_and_gives_its_room_back():
-    """What the app waits on (the Triton requests) is cancelled when the client disconnects; gRPC then cancels the
-    requests on the server, whose engine step aborts their work in vLLM."""
+    """What the app waits on (the Triton requests of the call) is cancelled when the client disconnects."""
     cancelled = []
 
     class NeverAnswers:
