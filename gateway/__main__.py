@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .settings import ENVIRONMENT, Settings, default_of
+
+if TYPE_CHECKING:  # imported when serving: `--help` stays quick
+    from fastapi import FastAPI
 
 
 def help_text() -> str:
@@ -24,16 +28,25 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from .app import create_app
 
-    settings = Settings.from_env()
+    app = create_app(Settings.from_env())
+    uvicorn.run(app, **server_options(app))
+
+
+def server_options(app: FastAPI) -> dict[str, Any]:
+    """uvicorn's options for `app` (from `create_app`): its settings' address, the head bounded (gateway.head), 30 s
+    for the calls in flight at a stop."""
+    from .calls import HEAD_PATH
+    from .head import h11_event_limit, protocol
+
+    settings: Settings = app.state.settings
+
+    def refused(status: int) -> None:
+        app.state.calls.labels(path=HEAD_PATH, status=str(status)).inc()
+
     # The plain asyncio loop: grpc.aio runs on it; uvloop is not needed for a thin proxy.
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        loop="asyncio",
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=30,
-    )
+    return {"host": settings.host, "port": settings.port, "loop": "asyncio", "log_level": settings.log_level,
+            "timeout_graceful_shutdown": 30, "http": protocol(settings, refused),
+            "h11_max_incomplete_event_size": h11_event_limit(settings)}
 
 
 if __name__ == "__main__":

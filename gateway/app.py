@@ -27,7 +27,7 @@ from python_backends.contract import ErrorKind
 from reranker_client import AsyncRerankClient
 from reranker_client.server_errors import read_error
 
-from .calls import CallCounter
+from .calls import CallCounter, calls_counter
 from .errors import ApiError, handle_api_error, handle_http_error, handle_schema_error
 from .guard import Guard
 from .models import TritonModels
@@ -129,11 +129,12 @@ def create_app(settings: Settings | None = None, client: AsyncRerankClient | Non
     )
     app.state.settings = settings
     app.state.registry = registry
+    app.state.calls = calls_counter(registry)  # the head's refusals are counted in it too (gateway.head)
     for router in (cohere.router, vllm.router, score.router, health.router, metrics.router):
         app.include_router(router)
     app.add_middleware(Guard, settings=settings)
     # last added, so outermost: it sees the Guard's answers too
-    app.add_middleware(CallCounter, registry=registry, paths=[route.path for route in app.routes])
+    app.add_middleware(CallCounter, calls=app.state.calls, paths=[route.path for route in app.routes])
     app.add_exception_handler(ApiError, handle_api_error)
     app.add_exception_handler(RequestValidationError, handle_schema_error)
     app.add_exception_handler(StarletteHTTPException, handle_http_error)

@@ -1,5 +1,6 @@
-"""Every call the gateway answers, by path and status, in one counter: its own refusals (401, 408, 413 and the
-body budget's 503 before a body is parsed, 400/404/422 after), the errors of Triton's it passes on and its answers.
+"""Every call the gateway answers, by path and status, in one counter: its own refusals (431 and 408 on the request
+head, 401, 408, 413 and the body budget's 503 before a body is parsed, 400/404/422 after), the errors of Triton's it
+passes on and its answers.
 A request Triton itself refuses for its type or shape is counted by no series of Triton 2.51's, so for the
 gateway's callers this is where every refusal is seen, whoever made it."""
 
@@ -11,17 +12,22 @@ from prometheus_client import CollectorRegistry, Counter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 OTHER_PATH = "other"  # a path the gateway does not serve: one label, whatever callers send
+HEAD_PATH = "head"  # refused on its request line and headers (gateway.head), before its path was taken
+
+
+def calls_counter(registry: CollectorRegistry) -> Counter:
+    return Counter("gateway_calls", "API calls answered, by path and HTTP status", ["path", "status"],
+                   registry=registry)
 
 
 class CallCounter:
     """Pure ASGI middleware, added last so that it sees every answer, the other middleware's refusals included."""
 
-    def __init__(self, app: ASGIApp, registry: CollectorRegistry, paths: Iterable[str]) -> None:
-        """`paths`: the app's routes, each its own label value."""
+    def __init__(self, app: ASGIApp, calls: Counter, paths: Iterable[str]) -> None:
+        """`calls`: a `calls_counter`; `paths`: the app's routes, each its own label value."""
         self.app = app
         self.paths = frozenset(paths)
-        self.calls = Counter("gateway_calls", "API calls answered, by path and HTTP status", ["path", "status"],
-                             registry=registry)
+        self.calls = calls
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

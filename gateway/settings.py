@@ -43,6 +43,10 @@ class Settings:
     # go past it is refused with 503 and Retry-After, its body read off the connection and dropped, never parsed.
     # At least max_body_bytes.
     max_inflight_body_bytes: int = 64 * 1024 * 1024
+    # GATEWAY_MAX_HEADER_BYTES and GATEWAY_HEADER_TIMEOUT_S: the request line and headers, bounded below the app
+    # (gateway.head): 16 KiB is what h11 and Node take by default, 10 s keeps a slow client's connection short
+    max_header_bytes: int = 16 * 1024
+    header_timeout_s: float = 10.0
     # GATEWAY_API_KEY, or the content of the file GATEWAY_API_KEY_FILE (a mounted secret): when set, every
     # API call needs `Authorization: Bearer <key>`; the health probes and the OpenAPI spec stay open
     api_key: str | None = field(default=None, repr=False)
@@ -139,6 +143,9 @@ ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
     ("GATEWAY_MAX_BODY_BYTES", "max_body_bytes", "a larger body is refused with 413 before it is read whole"),
     ("GATEWAY_BODY_TIMEOUT_S", "body_timeout_s", "the whole body must arrive within this, else 408"),
     ("GATEWAY_MAX_INFLIGHT_BODY_BYTES", "max_inflight_body_bytes", "bytes of bodies held at once; past it, 503"),
+    ("GATEWAY_MAX_HEADER_BYTES", "max_header_bytes", "a longer request line and headers are refused with 431"),
+    ("GATEWAY_HEADER_TIMEOUT_S", "header_timeout_s", "a request's line and headers must arrive within this from the "
+     "connection's opening or its last answer, else 408 (closed without an answer when nothing came)"),
     ("GATEWAY_MAX_DOCUMENTS", "max_documents", "documents per call; split into requests of the server's own"),
     ("GATEWAY_MAX_CONCURRENCY", "max_concurrency", "Triton requests of one call in flight at once"),
     ("GATEWAY_MAX_RETRIES", "max_retries", "retries of a busy or unavailable server"),

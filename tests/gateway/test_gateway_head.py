@@ -1,0 +1,135 @@
+"""The request head is bounded below the app, on uvicorn as `python -m gateway` configures it (a stub in place of
+Triton): a head past GATEWAY_MAX_HEADER_BYTES is 431, one not whole within GATEWAY_HEADER_TIMEOUT_S is 408, an idle
+connection is closed; a head within both, a keep-alive connection's next request and a call slower than the head's
+bound are answered as before. Each refusal is counted under the path `head`."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway import Settings, create_app
+from gateway.__main__ import server_options
+from tests.gateway.stub import StubClient
+
+MAX_BYTES, TIMEOUT_S = 4096, 1.0
+LIVE = b"GET /health/live HTTP/1.1\r\nHost: gateway\r\n"
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    app = create_app(Settings(max_header_bytes=MAX_BYTES, header_timeout_s=TIMEOUT_S), client=StubClient())
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, **{**server_options(app), "log_level": "warning"}))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    yield listener.getsockname()[1]
+    server.should_exit = True
+    thread.join(10)
+
+
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def read_all(conn: socket.socket) -> bytes:
+    """What the gateway sends until it closes the connection."""
+    chunks = []
+    while chunk := conn.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def answer(raw: bytes) -> tuple[int, dict]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def padded_head(size: int) -> bytes:
+    """A GET of /health/live whose request line and headers, blank line included, are `size` bytes."""
+    start, end = LIVE + b"X-Pad: ", b"\r\n\r\n"
+    return start + b"p" * (size - len(start) - len(end)) + end
+
+
+def head_calls(port: int) -> dict[str, float]:
+    with connect(port) as conn:
+        conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n")
+        text = read_all(conn).partition(b"\r\n\r\n")[2].decode()
+    return {s.labels["status"]: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "gateway_calls_total" and s.labels["path"] == "head"}
+
+
+def test_a_head_at_the_limit_is_answered_one_byte_more_is_431(port):
+    before = head_calls(port)
+    with connect(port) as conn:
+        conn.sendall(padded_head(MAX_BYTES))
+        assert conn.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+    with connect(port) as conn:
+        conn.sendall(padded_head(MAX_BYTES + 1))
+        status, body = answer(read_all(conn))
+    message = f"the request line and headers are longer than the limit of {MAX_BYTES} bytes"
+    assert (status, body["message"], body["error"]["type"]) == (431, message, "RequestHeaderFieldsTooLargeError")
+    assert head_calls(port).get("431", 0) == before.get("431", 0) + 1
+
+
+def test_a_ten_megabyte_header_is_refused_without_being_read(port):
+    before = head_calls(port)
+    with connect(port) as conn:
+        try:  # the gateway closes after the first read past the limit: the rest of the send may meet a reset
+            conn.sendall(LIVE + b"X-Pad: " + b"p" * 10_000_000 + b"\r\n\r\n")
+            received = read_all(conn)
+        except (BrokenPipeError, ConnectionResetError):
+            received = b""
+    assert received == b"" or received.startswith(b"HTTP/1.1 431 ")
+    assert head_calls(port).get("431", 0) == before.get("431", 0) + 1
+
+
+def test_a_head_not_whole_in_time_is_408_even_while_bytes_trickle_in(port):
+    with connect(port) as conn:
+        started = time.monotonic()
+        conn.sendall(LIVE)
+        for _ in range(3):  # a byte every 0.4 s: each read would stop uvicorn's own keep-alive timer
+            time.sleep(0.4)
+            try:
+                conn.sendall(b"X")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        status, body = answer(read_all(conn))
+        waited = time.monotonic() - started
+    assert (status, body["message"]) == (408, f"the request line and headers did not arrive within {TIMEOUT_S:g} s")
+    assert TIMEOUT_S <= waited < TIMEOUT_S + 1.0
+
+
+def test_an_idle_connection_is_closed_without_an_answer(port):
+    with connect(port) as conn:
+        started = time.monotonic()
+        assert read_all(conn) == b""
+        assert TIMEOUT_S <= time.monotonic() - started < TIMEOUT_S + 1.0
+
+
+def test_the_bound_restarts_per_request_and_spares_a_call_slower_than_it(port):
+    """A keep-alive connection's second request, sent 0.6 s after the first answer, is answered; so is a call whose
+    body takes 2 s (the Guard's body timeout bounds that, not the head's)."""
+    with connect(port) as conn:
+        for _ in range(2):
+            conn.sendall(LIVE + b"\r\n")
+            assert conn.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+            time.sleep(0.6)
+        body = json.dumps({"query": "q", "documents": ["a", "b"]}).encode()
+        conn.sendall(b"POST /v2/rerank HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+                     b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+        for half in (body[:10], body[10:]):
+            time.sleep(1.0)
+            conn.sendall(half)
+        status, answered = answer(read_all(conn))
+    assert (status, [r["index"] for r in answered["results"]]) == (200, [1, 0])  # the stub ranks later documents first
