@@ -6,6 +6,7 @@ passed in rather than imported; that keeps this package importable and testable 
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -65,3 +66,13 @@ def respond(pb_utils: Any, handler: Callable[[Any], dict[str, np.ndarray]], requ
         refused(exc)
         return error_response(pb_utils, exc)
     return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, array) for name, array in outputs.items()])
+
+
+def release_senders() -> None:
+    """Collect the garbage cycles that may still hold a request and its response sender (an exception's traceback
+    holding the frame that held them, say) while the stub can still take each sender's cleanup. Call it last in a
+    step's `finalize`: the stub is torn down before its interpreter, whose final collection would destroy such a
+    sender after that, and `~ResponseSender` then frees its cancellation state into a shared-memory pool that is
+    gone: SIGSEGV in `Py_FinalizeEx` at a graceful stop (python_backend's "Segfault encountered" in the log; the
+    engine step's senders carry that state once it has asked whether its request was cancelled)."""
+    gc.collect()

@@ -8,7 +8,7 @@ from python_backends.calibrate.settings import CalibrateSettings
 from python_backends.calibrate.step import ProfileStore, calibrate, validated_inputs
 from python_backends.prometheus import Refusals, model_labels
 from python_backends.seal import ScoreSeal
-from python_backends.triton_io import input_array, required_array, respond
+from python_backends.triton_io import input_array, release_senders, required_array, respond
 
 
 class TritonPythonModel:
@@ -31,6 +31,7 @@ class TritonPythonModel:
         self.drift.close()
         self.metrics.close()
         self.refusals.close()
+        release_senders()
 
     def _handle(self, profile, request) -> dict[str, np.ndarray]:
         raw, top_n = validated_inputs(

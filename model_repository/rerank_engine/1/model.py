@@ -20,7 +20,7 @@ from python_backends.engine.metrics import EngineMetrics
 from python_backends.prometheus import Refusals, model_labels
 from python_backends.seal import ScoreSeal
 from python_backends.tracing import StepTracer
-from python_backends.triton_io import required_array
+from python_backends.triton_io import release_senders, required_array
 from python_backends.triton_params import ModelParameters
 
 log = logging.getLogger(__name__)
@@ -70,3 +70,4 @@ class TritonPythonModel:
         self.replies.close()
         self.metrics.close()
         self.refusals.close()
+        release_senders()

@@ -17,7 +17,7 @@ from python_backends.preprocess.request import RequestTensors
 from python_backends.preprocess.settings import PreprocessSettings
 from python_backends.preprocess.step import Preprocessed, Preprocessor, size_tokenizer_pool
 from python_backends.prometheus import Refusals, model_labels
-from python_backends.triton_io import error_response, input_array, required_array
+from python_backends.triton_io import error_response, input_array, release_senders, required_array
 
 
 class TritonPythonModel:
@@ -60,6 +60,7 @@ class TritonPythonModel:
         self.tokenizing.shutdown(wait=True)  # admitted requests are answered before the step goes
         self.metrics.close()
         self.refusals.close()
+        release_senders()
 
     @staticmethod
     def _raw(request) -> RequestTensors | Exception:
