@@ -26,7 +26,7 @@ LIVE = b"GET /health/live HTTP/1.1\r\nHost: gateway\r\n"
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
     app = create_app(Settings(max_header_bytes=MAX_BYTES, header_timeout_s=TIMEOUT_S), client=StubClient())
-    listener = socket.socket()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # as uvicorn binds: no Nagle
     listener.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, **{**server_options(app), "log_level": "warning"}))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
