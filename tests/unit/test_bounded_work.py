@@ -3,8 +3,10 @@ tokenizing, MAX_TOKENS_PER_DOC cuts documents only, and a batch is admitted by w
 
 from __future__ import annotations
 
+import gc
 import random
 import re
+import weakref
 
 import numpy as np
 import pytest
@@ -185,6 +187,21 @@ def test_a_document_over_the_byte_limit_is_refused_before_decoding(paths):
     pre = _pre(paths, "minilm")
     over = RequestTensors(text_row("q"), np.array([[b"a", b"\xff" * 65537]], dtype=object))
     assert str(pre.admit([over])[0]) == "DOCUMENTS[1] is 65537 bytes, more than the limit of 65536"
+
+
+def test_a_refused_request_keeps_none_of_the_batch_s_inputs(paths):
+    """The inputs go as soon as the caller drops its batch, not at the next cyclic collection (gc is off here)."""
+    pre = _pre(paths, "minilm")
+    over = RequestTensors(text_row("q"), np.array([[b"a", b"x" * 65537]], dtype=object))
+    documents = weakref.ref(over.documents)
+    gc.disable()
+    try:
+        [refusal] = pre.admit([over])
+        del over
+        assert documents() is None
+    finally:
+        gc.enable()
+    assert str(refusal) == "DOCUMENTS[1] is 65537 bytes, more than the limit of 65536"
 
 
 def test_text_with_few_tokens_per_character_is_read_only_to_the_character_cap(paths):

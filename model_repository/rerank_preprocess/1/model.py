@@ -44,7 +44,10 @@ class TritonPythonModel:
         try:
             result = self.preprocess.run(raw, cost)
         except Exception as exc:  # noqa: BLE001 - every admitted request gets its one answer (INTERNAL here)
-            result = exc
+            # answered here, not kept in a local: its traceback holds this frame, and a frame holding the exception
+            # (with the sender and the inputs) would be a garbage cycle
+            self._answer(sender, exc, started)
+            return
         self._answer(sender, result, started)
 
     def _answer(self, sender, result: Preprocessed | Exception, started: float) -> None:
