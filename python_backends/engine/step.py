@@ -179,7 +179,10 @@ class AsyncEngine:
             if not self.alive:
                 raise EngineDead(f"the vLLM engine died: {self.llm.dead_error}") from None
             if watcher.done() and not watcher.cancelled():
-                raise watcher.result() from None  # why the watcher cancelled the sequences
+                # why the watcher cancelled the sequences, raised afresh (a deadline that passed stays passed, a
+                # client gone stays gone): raising the watcher's own exception would tie it to this frame, which
+                # holds the watcher, in a garbage cycle keeping the request (its sender, its tokens) alive
+                deadline.check()
             raise
         finally:
             watcher.cancel()
@@ -201,17 +204,17 @@ class AsyncEngine:
         return final.outputs.data
 
     @staticmethod
-    async def _abort_when(deadline: Deadline, tasks: list[asyncio.Future]) -> Exception:
+    async def _abort_when(deadline: Deadline, tasks: list[asyncio.Future]) -> None:
         """Cancel the request's sequences, and so abort them in vLLM, once its deadline passes or its client is
-        gone; returns why."""
+        gone (`deadline.check()` then says which)."""
         while True:
             await asyncio.sleep(CANCEL_POLL_S)
             try:
                 deadline.check()
-            except (DeadlineExceeded, ClientGone) as exc:
+            except (DeadlineExceeded, ClientGone):
                 for task in tasks:
                     task.cancel()
-                return exc
+                return
 
     @property
     def unfinished_sequences(self) -> int:
