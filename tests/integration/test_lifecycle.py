@@ -98,9 +98,10 @@ def _rank_or_refusal(server: RunningServer) -> str:
 
 
 def _given_up(server: RunningServer, count: int) -> None:
-    """Requests whose client gives up after 50 ms (64 documents take seconds here): the engine step sees each
-    cancelled and ends it. Such requests left garbage holding response senders whose cancellation state, collected
-    by the stub's interpreter after its shared memory was gone, crashed the engine stub at the stop."""
+    """Requests whose client gives up after 50 ms (64 documents take seconds here): the client sends that as the
+    request's timeout, which passes in the engine step, and the step aborts them. Such requests left garbage holding
+    response senders whose cancellation state, collected by the stub's interpreter after its shared memory was gone,
+    crashed the engine stub at the stop."""
     client = RerankClient(server.http_url, protocol="http", max_retries=0, timeout_s=0.05)
     try:
         for _ in range(count):
