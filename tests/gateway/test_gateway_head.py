@@ -50,6 +50,17 @@ def read_all(conn: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
+def one_answer(conn: socket.socket) -> int:
+    """The status of the next answer on a kept-alive connection, read whole (its head and body may come apart)."""
+    reader = conn.makefile("rb")
+    status, length = int(reader.readline().split()[1]), 0
+    while (line := reader.readline()) != b"\r\n":
+        name, _, value = line.partition(b":")
+        length = int(value) if name.lower() == b"content-length" else length
+    reader.read(length)
+    return status
+
+
 def answer(raw: bytes) -> tuple[int, dict]:
     head, _, body = raw.partition(b"\r\n\r\n")
     return int(head.split()[1]), json.loads(body)
@@ -73,7 +84,7 @@ def test_a_head_at_the_limit_is_answered_one_byte_more_is_431(port):
     before = head_calls(port)
     with connect(port) as conn:
         conn.sendall(padded_head(MAX_BYTES))
-        assert conn.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+        assert one_answer(conn) == 200
     with connect(port) as conn:
         conn.sendall(padded_head(MAX_BYTES + 1))
         status, body = answer(read_all(conn))
@@ -123,7 +134,7 @@ def test_the_bound_restarts_per_request_and_spares_a_call_slower_than_it(port):
     with connect(port) as conn:
         for _ in range(2):
             conn.sendall(LIVE + b"\r\n")
-            assert conn.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+            assert one_answer(conn) == 200
             time.sleep(0.6)
         body = json.dumps({"query": "q", "documents": ["a", "b"]}).encode()
         conn.sendall(b"POST /v2/rerank HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
