@@ -182,7 +182,10 @@ class AsyncEngine:
                 # why the watcher cancelled the sequences, raised afresh (a deadline that passed stays passed, a
                 # client gone stays gone): raising the watcher's own exception would tie it to this frame, which
                 # holds the watcher, in a garbage cycle keeping the request (its sender, its tokens) alive
-                deadline.check()
+                try:
+                    deadline.check()
+                except (DeadlineExceeded, ClientGone) as reason:
+                    raise reason from None  # not "during handling of" the sequences' cancellation
             raise
         finally:
             watcher.cancel()
