@@ -48,6 +48,15 @@ class StubClient:
         return self.ready
 
 
+async def until_cancelled(cancelled: list[bool]) -> None:
+    """Work that never ends by itself (a minute): records in `cancelled` that it was cancelled."""
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        cancelled.append(True)
+        raise
+
+
 def post(stub: StubClient, path: str = "/v1/rerank", settings: Settings | None = None, **body):
     body = {"query": "q", "documents": ["a", "b"], **body}
     with TestClient(create_app(settings or Settings(), client=stub)) as client:

@@ -10,6 +10,7 @@ import pytest
 
 from gateway.guard import Guard
 from gateway.settings import Settings
+from tests.gateway.stub import until_cancelled
 
 BODY = b'{"query": "q", "documents": ["' + b"x" * 900 + b'"]}'
 
@@ -84,11 +85,7 @@ def test_a_client_gone_before_its_answer_cancels_the_work_and_gives_its_room_bac
     class NeverAnswers:
         async def __call__(self, scope, receive, send) -> None:
             await receive()
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                cancelled.append(True)
-                raise
+            await until_cancelled(cancelled)
 
     async def run():
         guard = Guard(NeverAnswers(), Settings(max_body_bytes=1000, max_inflight_body_bytes=2000))

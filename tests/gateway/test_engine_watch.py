@@ -14,6 +14,7 @@ from tritonclient.utils import InferenceServerException
 from gateway import engine_watch
 from gateway.engine_watch import EngineLost, EngineWatch
 from reranker_client.healthcheck import engine_dead
+from tests.gateway.stub import until_cancelled
 
 AFTER_S = 0.1
 DEAD = RuntimeError("[StatusCode.UNAVAILABLE] Stub process 'rerank_engine_0_0' is not healthy")
@@ -46,16 +47,9 @@ def test_every_call_waiting_on_a_dead_engine_ends_with_its_error_after_one_probe
     probe = Probe(DEAD, takes_s=0.05)
     cancelled = []
 
-    async def lost():
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
-
     async def main():
         watch = EngineWatch(probe, AFTER_S)
-        return await asyncio.gather(*(watch.run(lost()) for _ in range(3)), return_exceptions=True)
+        return await asyncio.gather(*(watch.run(until_cancelled(cancelled)) for _ in range(3)), return_exceptions=True)
 
     started = time.monotonic()
     outcomes = asyncio.run(main())
