@@ -6,6 +6,7 @@ graceful shutdown under load (SIGTERM: every request answered, exit code 0). One
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import threading
@@ -15,11 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import tritonclient.http as http_client
 from tritonclient.utils import InferenceServerException
 
 from python_backends.calibrate.profile_schema import dump_profile, load_profile
 from python_backends.calibrate.profiles import CalibrationProfile, PlattCalibrator
-from reranker_client import RerankClient
+from reranker_client import RerankClient, build_inputs
 from tests.support.triton_server import ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids
 
 PROFILE = Path("rerank_calibrate/profiles/all-minilm-l6-v2.json")
@@ -97,22 +99,24 @@ def _rank_or_refusal(server: RunningServer) -> str:
         return f"error: {exc.message()}"
 
 
-def _given_up(server: RunningServer, count: int) -> None:
-    """Requests whose client gives up after 50 ms (64 documents take seconds here): the client sends that as the
-    request's timeout, which passes in the engine step, and the step aborts them. Such requests left garbage holding
-    response senders whose cancellation state, collected by the stub's interpreter after its shared memory was gone,
-    crashed the engine stub at the stop."""
-    client = RerankClient(server.http_url, protocol="http", max_retries=0, timeout_s=0.05)
+def _aborted_at_their_deadline(server: RunningServer, count: int) -> None:
+    """Requests whose timeout (50 ms, Triton's request parameter; 64 documents take seconds here) passes in the
+    engine step, which aborts them and answers so. Such requests left garbage holding response senders whose
+    cancellation state, collected by the stub's interpreter after its shared memory was gone, crashed the engine stub
+    at the stop. Sent without a client deadline of their own, so that the server's answer is what each one gets."""
+    client = http_client.InferenceServerClient(server.http_url)
+    inputs = build_inputs(http_client, "capital of France", ["Paris is the capital of France. " * 40] * 64)
     try:
         for _ in range(count):
-            with pytest.raises(TimeoutError):
-                client.rerank("capital of France", ["Paris is the capital of France. " * 40] * 64)
+            with pytest.raises(InferenceServerException, match=re.escape(
+                    "[deadline] the request's timeout passed in rerank_engine (50 ms); its work was aborted")):
+                client.infer("reranker", inputs, timeout=50_000)
     finally:
         client.close()
 
 
 def test_graceful_shutdown_answers_every_in_flight_request(swap_server):
-    """SIGTERM under load, after requests whose clients gave up: every request gets its answer or an explicit
+    """SIGTERM under load, after requests aborted at their deadline: every request gets its answer or an explicit
     UNAVAILABLE, none hangs, exit code 0, and every step unloads cleanly (no stub crashes while the interpreter shuts
     down).
 
@@ -121,7 +125,7 @@ def test_graceful_shutdown_answers_every_in_flight_request(swap_server):
     no model: that is why the Helm chart drains traffic before SIGTERM.
     """
     server, _ = swap_server
-    _given_up(server, 8)
+    _aborted_at_their_deadline(server, 8)
     assert probe_ranking(server) == [1, 0]
     with ThreadPoolExecutor(max_workers=8) as pool:
         futures = [pool.submit(_rank_or_refusal, server) for _ in range(8)]
