@@ -30,6 +30,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from benchmarks.procs import status_mb
 from tests.support.triton_server import start_server, stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,10 +54,7 @@ def maximal_body(documents: int = 10_000) -> bytes:
 
 
 def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM")
+    return status_mb(pid, "VmHWM")["VmHWM"]
 
 
 def post(url: str, body: bytes) -> int | str:

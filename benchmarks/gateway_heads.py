@@ -23,16 +23,14 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.gateway_body_memory import ROOT, free_port, peak_rss_mb
+from benchmarks.procs import status_mb
 from tests.support.gateway import http_status
 
 LINE = b"POST /v2/rerank HTTP/1.1\r\nHost: gateway\r\n"
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    return status_mb(pid, "VmRSS")["VmRSS"]
 
 
 def answered(conn: socket.socket, deadline: float) -> str | None:

@@ -30,6 +30,7 @@ import tritonclient.grpc as grpc_client
 from tritonclient.grpc import aio as grpc_aio
 from tritonclient.utils import InferenceServerException
 
+from benchmarks.procs import status_mb
 from python_backends.contract import RequestLimits
 from python_backends.model_repository import ENGINE, PREPROCESS, STEPS, config_dict, config_path
 from reranker_client import build_inputs
@@ -41,12 +42,9 @@ def _limits(repository: Path) -> RequestLimits:
 
 def _rss_mb(pid: int) -> float:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+        return status_mb(pid, "VmRSS")["VmRSS"]
+    except OSError:  # the process has ended
+        return 0.0
 
 
 def _stubs(server_pid: int) -> dict[str, int]:

@@ -82,6 +82,12 @@ class ServerProcess:
         self.log.close()
 
 
+def status_mb(pid: int, *fields: str) -> dict[str, float]:
+    """Memory fields of /proc/<pid>/status (VmRSS, VmHWM, RssAnon, RssShmem, ...) in MB."""
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return {field: int(status[field].split()[0]) / 1024 for field in fields}
+
+
 def kill_group(pgid: int, timeout_s: float = 30, proc: subprocess.Popen | None = None) -> None:
     """SIGTERM the group, wait until it is gone (reaping our own child, which would stay a zombie), then SIGKILL."""
     with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -23,6 +23,7 @@ import tritonclient.grpc as grpc_client
 from tritonclient.utils import InferenceServerException
 
 from benchmarks.maximal_burst import _stubs, old_checkout
+from benchmarks.procs import status_mb
 from python_backends.model_repository import PREPROCESS
 from tests.support.triton_server import ROOT, start_server, stop_server
 
@@ -30,8 +31,7 @@ FIELDS = ("VmRSS", "RssAnon", "RssShmem")
 
 
 def memory_mb(pid: int) -> dict[str, int]:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return {field: int(status.split(f"{field}:")[1].split()[0]) // 1024 for field in FIELDS}
+    return {field: int(mb) for field, mb in status_mb(pid, *FIELDS).items()}
 
 
 def refused(client: grpc_client.InferenceServerClient, documents: int) -> str:
