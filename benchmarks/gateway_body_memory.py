@@ -32,16 +32,11 @@ from pathlib import Path
 
 from benchmarks.procs import status_mb
 from tests.support.triton_server import start_server, stop_server
+from tools.local_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_BODY = 32 * 1024 * 1024  # the gateway's default GATEWAY_MAX_BODY_BYTES
 TIMEOUT_S = 8  # GATEWAY_TIMEOUT_S: how long each call holds its body against the silent Triton
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def maximal_body(documents: int = 10_000) -> bytes:

@@ -22,9 +22,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from benchmarks.gateway_body_memory import ROOT, free_port, peak_rss_mb
+from benchmarks.gateway_body_memory import ROOT, peak_rss_mb
 from benchmarks.procs import status_mb
 from tests.support.gateway import http_status
+from tools.local_server import free_port
 
 LINE = b"POST /v2/rerank HTTP/1.1\r\nHost: gateway\r\n"
 

@@ -34,7 +34,7 @@ from benchmarks.procs import status_mb
 from python_backends.contract import RequestLimits
 from python_backends.model_repository import ENGINE, PREPROCESS, STEPS, config_dict, config_path
 from reranker_client import build_inputs
-from tests.support.triton_server import ROOT, start_server, stop_server
+from tests.support.triton_server import ROOT, RunningServer, start_server, stop_server, stub_pids
 
 def _limits(repository: Path) -> RequestLimits:
     return RequestLimits.from_model_configs(*(config_dict(config_path(repository, step)) for step in (PREPROCESS, ENGINE)))
@@ -47,18 +47,9 @@ def _rss_mb(pid: int) -> float:
         return 0.0
 
 
-def _stubs(server_pid: int) -> dict[str, int]:
-    found = {}
-    for proc in Path("/proc").iterdir():
-        try:
-            args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if len(args) > 1 and args[0].endswith("triton_python_backend_stub") and str(server_pid) in args:
-            model = next((m for m in STEPS if args[1].endswith(f"{m}/1/model.py")), None)
-            if model:
-                found[model] = int(proc.name)
-    return found
+def _stubs(server: RunningServer) -> dict[str, int]:
+    """The pid of each step's stub."""
+    return {model: pid for model in STEPS for pid in stub_pids(server, model)}
 
 
 def _shm_mb(server_pid: int) -> float:
@@ -75,16 +66,16 @@ def _shm_mb(server_pid: int) -> float:
 
 
 class Sampler(threading.Thread):
-    def __init__(self, server_pid: int) -> None:
+    def __init__(self, server: RunningServer) -> None:
         super().__init__(daemon=True)
-        self.server_pid, self.stop, self.peak = server_pid, threading.Event(), {}
+        self.server, self.stop, self.peak = server, threading.Event(), {}
 
     def run(self) -> None:
         while not self.stop.is_set():
-            pids = {"tritonserver": self.server_pid, **_stubs(self.server_pid)}
+            pids = {"tritonserver": self.server.pid, **_stubs(self.server)}
             for name, pid in pids.items():
                 self.peak[name] = max(self.peak.get(name, 0.0), _rss_mb(pid))
-            self.peak["shm_regions"] = max(self.peak.get("shm_regions", 0.0), _shm_mb(self.server_pid))
+            self.peak["shm_regions"] = max(self.peak.get("shm_regions", 0.0), _shm_mb(self.server.pid))
             time.sleep(0.2)
 
 
@@ -124,10 +115,10 @@ def run(repository: Path, concurrency: int, timeout_s: float) -> dict:
     limits = _limits(repository)
     with tempfile.TemporaryDirectory() as tmp:
         server = start_server(Path(tmp) / "server.log", model_repository=repository.resolve())
-        sampler = Sampler(server.process.pid)
+        sampler = Sampler(server)
         try:
-            idle = {"tritonserver": _rss_mb(server.process.pid),
-                    **{m: _rss_mb(p) for m, p in _stubs(server.process.pid).items()}}
+            idle = {"tritonserver": _rss_mb(server.pid),
+                    **{m: _rss_mb(p) for m, p in _stubs(server).items()}}
             sampler.start()
             answers = asyncio.run(_burst(server.grpc_url, limits, concurrency, timeout_s))
             time.sleep(1.0)

@@ -22,10 +22,10 @@ import numpy as np
 import tritonclient.grpc as grpc_client
 from tritonclient.utils import InferenceServerException
 
-from benchmarks.maximal_burst import _stubs, old_checkout
+from benchmarks.maximal_burst import old_checkout
 from benchmarks.procs import status_mb
 from python_backends.model_repository import PREPROCESS
-from tests.support.triton_server import ROOT, start_server, stop_server
+from tests.support.triton_server import ROOT, start_server, stop_server, stub_pids
 
 FIELDS = ("VmRSS", "RssAnon", "RssShmem")
 
@@ -51,7 +51,7 @@ def run(repository: Path, requests: int, documents: int) -> dict:
         server = start_server(Path(tmp) / "server.log", model_repository=repository.resolve())
         client = grpc_client.InferenceServerClient(server.grpc_url)
         try:
-            stub = _stubs(server.process.pid)[PREPROCESS]
+            (stub,) = stub_pids(server, PREPROCESS)
             rows = [{"after": "idle", "status": None, **memory_mb(stub)}]
             for i in range(requests):
                 status = refused(client, documents)
