@@ -68,10 +68,10 @@ def post(url: str, body: bytes) -> int | str:
 def run(burst: int, budget: int | None, body: bytes, triton_url: str, sample_s: float | None = None) -> dict:
     """One burst; `sample_s`: read the peak that long after sending, whether or not the calls are answered."""
     port = free_port()
-    env = dict(os.environ, TRITON_GRPC_URL=triton_url, GATEWAY_PORT=str(port), GATEWAY_TIMEOUT_S=str(TIMEOUT_S),
+    # sampled: the admitted calls are still in Triton when the peak is read
+    timeout_s = TIMEOUT_S if sample_s is None else sample_s + 60
+    env = dict(os.environ, TRITON_GRPC_URL=triton_url, GATEWAY_PORT=str(port), GATEWAY_TIMEOUT_S=str(timeout_s),
                GATEWAY_MAX_RETRIES="0", GATEWAY_LOG_LEVEL="warning")
-    if sample_s is not None:
-        env["GATEWAY_TIMEOUT_S"] = str(sample_s + 60)  # the admitted calls are still in Triton when the peak is read
     if budget is not None:
         env["GATEWAY_MAX_INFLIGHT_BODY_BYTES"] = str(budget)
     gateway = subprocess.Popen([sys.executable, "-m", "gateway"], env=env, cwd=ROOT)
