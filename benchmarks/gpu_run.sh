@@ -53,12 +53,13 @@ export PYTHONPATH=$KIT_CLIENT_PATH:$ROOT
 # The Triton stub ignores PYTHONPATH: the model.py files import `python_backends` from this checkout through a .pth
 # file of the stub's environment (tools/offline_gpu/NOTES.md).
 echo "$ROOT" > "$KIT_STUBENV/lib/python3.12/site-packages/zz_repo.pth"
-# one compile cache for every engine of the run: the second compiled start of a model is a warm one
-export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-/tmp/vllm_cache}
+# one compile cache per vLLM release for every engine of the run: the second compiled start of a model is a warm
+# one; the JSON records how full it was at the start
+export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-/tmp/vllm_cache/$VLLM_VERSION}
 # the steps read their engine's config file with tritonclient's ModelConfig (python_backends/model_repository.py)
 (cd / && env -u PYTHONPATH "$KIT_STUBENV/bin/python3" -c 'import python_backends, sys, google.protobuf as pb; from tritonclient.grpc import model_config_pb2; print("stub python", sys.version.split()[0], python_backends.__file__, "protobuf", pb.__version__)') \
   || say "python_backends or tritonclient's ModelConfig not importable by the stub's python"
-PYTHONPATH=/tmp/site $VPY -c 'import vllm; print("vllm", vllm.__version__, vllm.__file__)'
+PYTHONPATH=$KIT_ENGINE_PATH $VPY -c 'import torch, triton, vllm; print("vllm", vllm.__version__, vllm.__file__, "torch", torch.__version__, torch.__file__, "triton", triton.__version__, "cuda", torch.cuda.is_available(), "nccl", torch.cuda.nccl.version())'
 rc=0
 n=$(echo $MODELS | wc -w)
 sweep=()

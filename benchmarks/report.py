@@ -197,6 +197,10 @@ def _system_lines(key: str, r: dict, w: int) -> list[str]:
 def table(results: dict) -> str:
     rate, how = ceiling(results)
     lines = [f"FLOP ceiling: {how}"]
+    env = results.get("environment")
+    if env:
+        lines.insert(0, f"vLLM {env['vllm']}, torch {env['torch']}, triton {env['triton']}, GPU {env['gpu']}, commit "
+                        f"{env['commit']}, compile cache at start: {env['compile_cache_files_at_start']} files")
     work = next((results[k]["workload"] for k in load_keys(results) if results[k].get("workload")), None)
     if work:
         lines.append(f"load: {work['docs_per_request']} docs x {work['tokens_per_pair_mean']} tokens/pair "

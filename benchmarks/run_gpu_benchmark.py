@@ -31,6 +31,7 @@ os.environ.setdefault("PYTHONUNBUFFERED", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 from benchmarks import engine_config, hf_cache, report  # noqa: E402
+from benchmarks.environment import environment  # noqa: E402
 from benchmarks.procs import MemoryPoller, gpu_memory_used_mib, kill_group, log, wait_gpu_free  # noqa: E402
 from benchmarks.settings import Settings, parse_args, settings_from  # noqa: E402
 from benchmarks.systems import SYSTEMS  # noqa: E402
@@ -141,6 +142,8 @@ def main(argv=None) -> int:
     merged_path = s.work / ("results-tiny.json" if s.tiny else "results.json")
     results = json.loads(merged_path.read_text()) if merged_path.is_file() else {}
     results.pop("cross_check", None)
+    results["environment"] = environment()
+    log(f"environment {results['environment']}")
     systems = chosen(args.systems, results)
     log(f"device {s.device}, systems {systems}, model {s.hub_id} ({s.variant}), plan {s.plan()}, out {s.out}"
         + (f", deadline {args.deadline:.0f} s" if args.deadline else ""))

@@ -16,13 +16,16 @@ CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 def pooling_params(types: list[int] | None):
-    """Raw logits; a BERT-style pair's token types travel as the index of the first type-1 token (what vLLM's own
-    score path sends), since classify/encode ignore TokensPrompt's token_type_ids."""
-    from vllm import PoolingParams
+    """Raw logits, made by the engine step's own score kind, so that a BERT-style pair's token types travel in the
+    form this vLLM rebuilds them from (classify/encode ignore TokensPrompt's token_type_ids)."""
+    import numpy as np
+    import vllm
 
-    first_b = types.index(1) if types and 1 in types else None
-    extra = {"compressed_token_type_ids": first_b} if first_b is not None else None
-    return PoolingParams(task="classify", use_activation=False, extra_kwargs=extra)
+    from python_backends.engine.settings import check_vllm_version
+    from python_backends.families.base import ClassifierLogit
+
+    kind = ClassifierLogit(vllm.PoolingParams, check_vllm_version(vllm.__version__))
+    return kind.params(np.asarray(types if types else [], dtype=np.int64))
 
 
 async def pooled(engine, token_ids: list[list[int]], types: list[list[int]] | None, request_id: str) -> list:

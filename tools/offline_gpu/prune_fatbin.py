@@ -37,18 +37,25 @@ MAGIC = 0xBA55ED50
 KIND = {1: "PTX", 2: "ELF"}
 
 
-def fatbin_section(path):
+# .nv_fatbin: the device code the runtime registers. __nv_relfatbin: relocatable device code kept for a later
+# device link (NCCL ships 121 MiB of it for every arch), in the same fat binary format.
+SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+
+
+def fatbin_sections(path):
+    """(offset, size) of each section holding fat binaries."""
     out = subprocess.check_output(["readelf", "-SW", path], text=True)
+    found = []
     for line in out.splitlines():
-        if " .nv_fatbin " in line:
+        if "]" in line and line.split("]", 1)[1].split()[0] in SECTIONS:
             parts = line.split("]", 1)[1].split()
-            return int(parts[3], 16), int(parts[4], 16)
-    return None
+            found.append((int(parts[3], 16), int(parts[4], 16)))
+    return found
 
 
-def entries(data, off, size):
-    """Yield (tu, entry_offset, header_size, payload_size, kind, arch, flags)."""
-    p, end, tu = off, off + size, 0
+def entries(data, off, size, tu=0):
+    """Yield (tu, entry_offset, header_size, payload_size, kind, arch, flags); translation units numbered from tu."""
+    p, end = off, off + size
     while p + 16 <= end:
         magic, _ver, hs, fs = struct.unpack_from("<IHHQ", data, p)
         if magic != MAGIC:
@@ -96,12 +103,14 @@ def fa3_signatures(kernels):
 
 
 def prune(path, arch, fa3_keep=None, fa3_dtypes=None, scan=False):
-    sec = fatbin_section(path)
-    if sec is None:
+    secs = fatbin_sections(path)
+    if not secs:
         return None
     with open(path, "rb") as f:
         data = bytearray(f.read())
-    ents = list(entries(data, *sec))
+    ents = []
+    for off, size in secs:
+        ents += entries(data, off, size, tu=1 + max((e[0] for e in ents), default=-1))
     by_tu = collections.defaultdict(list)
     for e in ents:
         by_tu[e[0]].append(e)
