@@ -18,8 +18,8 @@ import numpy as np
 from packaging.version import Version
 from huggingface_hub.repocard import metadata_load
 from tokenizers import Tokenizer
-from transformers import AutoConfig
-from transformers.utils import cached_file
+
+from ..checkpoint_files import MissingTokenizerError, checkpoint_file, checkpoint_json, served_tokenizer
 
 # From vLLM 0.33 on, PoolingParams.extra_kwargs["compressed_token_type_ids"] is segment B's half-open range
 # (start, end); before, its start. The other form fails in vLLM's model runner and ends the engine.
@@ -43,19 +43,22 @@ class Checkpoint:
 
     @classmethod
     def read(cls, model: str) -> "Checkpoint":
-        config = AutoConfig.from_pretrained(model)
-        architectures = list(getattr(config, "architectures", None) or [])
+        config = checkpoint_json(model, "config.json")
+        if config is None:
+            raise UnsupportedModelError(f"{model}: no config.json, neither in a folder nor in the hub's files")
+        architectures = list(config.get("architectures") or [])
         return cls(
             path=model,
             architecture=architectures[0] if architectures else "",
-            model_type=getattr(config, "model_type", ""),
-            max_position_embeddings=getattr(config, "max_position_embeddings", None),
-            num_labels=getattr(config, "num_labels", 1),
+            model_type=config.get("model_type", ""),
+            max_position_embeddings=config.get("max_position_embeddings"),
+            num_labels=num_labels(config),
         )
 
     def _file(self, name: str) -> str | None:
-        """A file of the checkpoint (a local folder, or a hub id in the local cache); None when it has none."""
-        return cached_file(self.path, name, _raise_exceptions_for_missing_entries=False)
+        """A file of the checkpoint (a local folder, or a hub id through the Hugging Face cache); None when it has
+        none."""
+        return checkpoint_file(self.path, name)
 
     def card_metadata(self) -> dict[str, Any]:
         """The front matter of the checkpoint's model card (README.md); empty without one."""
@@ -63,11 +66,13 @@ class Checkpoint:
         return (metadata_load(card) or {}) if card else {}
 
     def tokenizer(self) -> Tokenizer:
-        """The checkpoint's fast tokenizer (tokenizer.json)."""
-        path = self._file("tokenizer.json")
-        if path is None:
-            raise UnsupportedModelError(f"{self.path}: no tokenizer.json; the serving code needs the model's fast tokenizer")
-        return Tokenizer.from_file(path)
+        """The checkpoint's fast tokenizer, as the preprocess step tokenizes with it."""
+        try:
+            return served_tokenizer(self.path)
+        except MissingTokenizerError:
+            raise UnsupportedModelError(
+                f"{self.path}: no tokenizer.json; the serving code needs the model's fast tokenizer"
+            ) from None
 
     @property
     def is_encoder(self) -> bool:
@@ -79,6 +84,14 @@ class Checkpoint:
         if not modules.is_file():
             return False
         return any("Pooling" in entry.get("type", "") for entry in json.loads(modules.read_text()))
+
+
+def num_labels(config: Mapping[str, Any]) -> int:
+    """A classifier's label count as transformers' config reads it: the length of id2label where the config has one;
+    else num_labels; else 2 (transformers leaves id2label out of a saved 2-label config, its default)."""
+    if config.get("id2label") is not None:
+        return len(config["id2label"])
+    return config.get("num_labels", 2)
 
 
 class ScoreKind:

@@ -19,7 +19,7 @@ LONG_DOCUMENTS = ("truncate", "window")
 
 @dataclass(frozen=True)
 class PreprocessSettings:
-    model: str  # what transformers loads: a folder or a hub id, resolved from the config's reference
+    model: str  # the checkpoint: a folder or a hub id, resolved from the config's reference
     family: type[ModelFamily]  # read from the checkpoint's own config
     limits: RequestLimits  # per request; max_model_len is the tokens of one sequence
     window_overlap: int | None  # None: a long document is cut; else split into windows sharing this many tokens

@@ -1,11 +1,11 @@
 """What every family's encoder shares to turn one request (query, documents, instruction) into token sequences that
 fit `max_model_len`; each family's own encoder (python_backends/families) says how a pair is laid out.
 
-Works on the Rust `tokenizers` backend directly: it batches the documents, truncates an encoding in
-place and applies the model's own special-token template (`post_process`), the same on transformers 4
-and 5. A document that does not fit is cut (the query, the template and its suffix stay whole) or, in window
-mode (`window_overlap` set), split into overlapping windows that are scored separately; the engine keeps the
-best window's score per document.
+Works on the Rust `tokenizers` backend directly (python_backends.checkpoint_files builds it from the checkpoint's
+tokenizer.json as transformers' AutoTokenizer does, without importing transformers): it batches the documents,
+truncates an encoding in place and applies the model's own special-token template (`post_process`). A document that
+does not fit is cut (the query, the template and its suffix stay whole) or, in window mode (`window_overlap` set),
+split into overlapping windows that are scored separately; the engine keeps the best window's score per document.
 
 Work is bounded before it is spent: a document is tokenized only as far as its token budget can use (the text is
 cut to a safe multiple of the budget in characters first, then tokenized; see `BoundedTokenizer`), so a 64 KB
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from tokenizers import Encoding, Tokenizer
-from transformers import AutoTokenizer
+
+from ..checkpoint_files import served_tokenizer
 
 if TYPE_CHECKING:
     from ..families.base import ModelFamily
@@ -172,17 +173,6 @@ class BoundedTokenizer:
         return results, partial  # type: ignore[return-value]
 
 
-def _backend(model: str) -> Tokenizer:
-    """A private copy of the fast tokenizer with padding and truncation off: we place every cut ourselves."""
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    if not getattr(tokenizer, "is_fast", False):
-        raise ValueError(f"{model}: a fast (Rust) tokenizer is required, tokenizer.json is missing")
-    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-    backend.no_padding()
-    backend.no_truncation()
-    return backend
-
-
 def _special_ids(tokenizer: Tokenizer) -> frozenset[int]:
     """The special tokens that stand for no text ('[SEP]', '[PAD]'); the unknown token is left out: it stands for
     text the vocabulary lacks (an emoji, a word over the tokenizer's length limit), which is scored like any other."""
@@ -210,7 +200,7 @@ class EncoderBase:
     takes_instruction = False  # does the family's prompt have a place for INSTRUCTION?
 
     def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
-        self._tok = _backend(model)
+        self._tok = served_tokenizer(model)  # a private copy: encoders truncate its encodings
         self._specials_ids = _special_ids(self._tok)
         self._bounded = BoundedTokenizer(self._tok)
         self._max_len = max_model_len

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
+from python_backends.checkpoint_files import served_tokenizer
 from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest, Overloaded
 from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.request import RequestTensors
 from python_backends.preprocess.step import Preprocessor
-from python_backends.preprocess.tokenization import BoundedTokenizer, LongDocuments, _backend, make_encoder
+from python_backends.preprocess.tokenization import BoundedTokenizer, LongDocuments, make_encoder
 from tests.support.tensors import text_row
 from tests.support.tiny_models import WORDS, session_models
 
@@ -54,7 +55,7 @@ def _pre(paths, model: str, max_len: int = 64, overlap: int | None = None, windo
 @pytest.mark.parametrize("words", [3, 60, 400, 12000])
 def test_cut_before_tokenizing_gives_the_same_sequences_as_tokenizing_everything(paths, model, words):
     """The kept tokens are exactly the whole text's first tokens, for any document length."""
-    tok = _backend(paths[model])
+    tok = served_tokenizer(paths[model])
     docs = [_prose(words, seed) for seed in range(4)] + [" " * 5000 + _prose(words)]  # leading blanks force a retry
     keep = 50
     bounded, _ = BoundedTokenizer(tok).encode_batch(docs, keep)
@@ -77,7 +78,7 @@ def test_cut_before_tokenizing_reads_a_bounded_prefix(paths):
             return self.inner.encode_batch_fast(texts, add_special_tokens=add_special_tokens)
 
     doc = _prose(13000)[:65536]
-    BoundedTokenizer(Recording(_backend(paths["minilm"]))).encode_batch([doc] * 3, 254)
+    BoundedTokenizer(Recording(served_tokenizer(paths["minilm"]))).encode_batch([doc] * 3, 254)
     assert seen == [(254 + BoundedTokenizer.MARGIN) * BoundedTokenizer.CHARS_PER_TOKEN] * 3
 
 
@@ -124,7 +125,7 @@ def test_max_tokens_per_doc_cuts_documents_only_and_counts_them(paths, model):
     assert whole.truncated == 0 and capped.truncated == 1  # 3 words fit in 10 tokens, 40 do not
     lengths, capped_lengths = whole.sequences.lengths.tolist(), capped.sequences.lengths.tolist()
     assert capped_lengths[:-1] == lengths[:-1]  # the query (bi-encoder) and the short document are untouched
-    doc_tokens = len(_backend(paths[model]).encode(docs[1], add_special_tokens=False).ids)
+    doc_tokens = len(served_tokenizer(paths[model]).encode(docs[1], add_special_tokens=False).ids)
     assert lengths[-1] - capped_lengths[-1] == doc_tokens - 10  # only the document lost tokens, exactly down to 10
     with pytest.raises(InvalidRequest, match="^MAX_TOKENS_PER_DOC must be at least 1, got 0$"):
         pre(text_row("q"), text_row("paris"), max_tokens_per_doc=_int(0))
@@ -207,7 +208,7 @@ def test_a_refused_request_keeps_none_of_the_batch_s_inputs(paths):
 def test_text_with_few_tokens_per_character_is_read_only_to_the_character_cap(paths):
     """120-letter words are one unknown token each: such a document is read to (keep + MARGIN) x
     MAX_CHARS_PER_TOKEN characters, not whole, so tokenizing time per admitted token is bounded."""
-    tok = _backend(paths["minilm"])
+    tok = served_tokenizer(paths["minilm"])
     text = ("a " + "\u00c9" * 120 + " ") * 300  # 36,900 characters, 2 tokens per 123
     seen = []
     bounded = BoundedTokenizer(tok)
