@@ -188,6 +188,9 @@ for w in "$TORCHDIR"/torch-*.whl "$TORCHDIR"/triton-*.whl "$TORCHDIR"/nvidia_ncc
 # and test tools, which serving never loads
 rm -rf "$T/triton/backends/amd" "$T/triton/backends/nvidia/bin/ptxas-blackwell" "$T"/triton/backends/nvidia/lib/cupti* \
   "$T/triton/_C/libproton.so" "$T/triton/profiler" "$T/triton/plugins" "$T/triton/instrumentation" "$T/triton/FileCheck"
+# triton finds its backends through entry points and imports each listed one: the AMD one goes from the list too
+# ("No module named 'triton.backends.amd'" at `import triton` otherwise); so do the profiler's console scripts
+sed -i '/^amd *=/d; /^proton/d' "$T"/triton-*.dist-info/entry_points.txt
 # torch: the protobuf compiler and CMake files are for building against torch
 rm -rf "$T"/torch/bin/protoc* "$T/torch/share/cmake" "$T/nvidia/nccl/include"
 python3 $HERE/prune_fatbin.py --arch 90 $(find "$T/torch" "$T/nvidia" -name '*.so*' -type f)
