@@ -49,6 +49,14 @@ def shape_row(run: dict, base: dict | None) -> dict:
     return row
 
 
+def environment_of(run: dict) -> dict:
+    """The run's recorded environment; a run made before it was recorded names its vLLM only in its work folder
+    (gpu_run.sh: --work /tmp/bench/<version>/<model>)."""
+    if run.get("environment"):
+        return run["environment"]
+    return {"vllm": Path(run.get("settings", {}).get("work", "")).parent.name or None, "torch": None}
+
+
 def collect(folders: list[Path]) -> list[dict]:
     runs = []
     for folder in folders:
@@ -57,7 +65,7 @@ def collect(folders: list[Path]) -> list[dict]:
             path = folder / f"{model}.benchmark.json"
             if path.is_file():
                 entry["shapes"][model] = json.loads(path.read_text())
-                entry.setdefault("environment", entry["shapes"][model].get("environment") or {})
+                entry.setdefault("environment", environment_of(entry["shapes"][model]))
         runs.append(entry)
     base = runs[0]["shapes"] if runs else {}
     return [{"folder": r["folder"], "environment": r.get("environment", {}),
@@ -79,7 +87,7 @@ def markdown(rows: list[dict]) -> str:
             versus = ("(baseline)" if "vs_base_max_raw_diff" not in s else
                       f"{_f(s['vs_base_max_raw_diff'], '.3g')}, {_f(s['vs_base_top10_overlap_min'], '.2f')}")
             lines.append(
-                f"| {env.get('vllm')} | {env.get('torch')} | {SHAPES[model]} | {_f(s['triton_c1_p50_ms'])} | "
+                f"| {env.get('vllm') or '-'} | {env.get('torch') or '-'} | {SHAPES[model]} | {_f(s['triton_c1_p50_ms'])} | "
                 f"{_f(s['direct_c1_p50_ms'])} | {_f(s['triton_c8_pairs_s'])} / {_f(s['direct_c8_pairs_s'])} | "
                 f"{_f(s['triton_c32_pairs_s'])} / {_f(s['direct_c32_pairs_s'])} | "
                 f"{_f(s['served_vs_direct_max_raw_diff'], '.3g')} | {versus} |")
