@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 CPU_OVERRIDE = REPO / "docker-compose.cpu.yml"
 SERVER_IMAGE = "reranker-triton:0.1.0"
-OFFICIAL_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3"
+OFFICIAL_IMAGE = "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3"
 CACHE = "/var/cache/reranker"
 
 

@@ -23,7 +23,7 @@ CPU_DOCKERFILE = REPO / "deploy" / "image" / "Dockerfile.cpu"
 GATEWAY_DOCKERFILE = REPO / "deploy" / "gateway" / "Dockerfile"
 DOCKERFILES = [SERVER_DOCKERFILE, CPU_DOCKERFILE, GATEWAY_DOCKERFILE, REPO / "deploy" / "bundle" / "Dockerfile"]
 INSTALL = REPO / "deploy" / "image" / "install_project.sh"
-OFFICIAL_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3"
+OFFICIAL_IMAGE = "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3"
 
 
 def instructions(dockerfile: Path) -> list[tuple[str, str]]:
