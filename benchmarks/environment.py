@@ -32,6 +32,8 @@ def _gpu() -> str | None:
 def _commit() -> str | None:
     if os.environ.get("BENCH_COMMIT"):
         return os.environ["BENCH_COMMIT"]
+    if not shutil.which("git"):
+        return None
     out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent)
     return out.stdout.strip() or None

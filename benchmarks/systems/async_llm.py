@@ -5,6 +5,7 @@ Each request's sequences are submitted together and answered when all are pooled
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 from benchmarks.procs import log
@@ -15,17 +16,23 @@ from benchmarks.workload import Workload
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
-def pooling_params(types: list[int] | None):
-    """Raw logits, made by the engine step's own score kind, so that a BERT-style pair's token types travel in the
-    form this vLLM rebuilds them from (classify/encode ignore TokensPrompt's token_type_ids)."""
-    import numpy as np
+@functools.cache
+def _score_kind():
+    """The engine step's score kind for this vLLM, made once: pooling_params runs for every sequence."""
     import vllm
 
     from python_backends.engine.settings import check_vllm_version
     from python_backends.families.base import ClassifierLogit
 
-    kind = ClassifierLogit(vllm.PoolingParams, check_vllm_version(vllm.__version__))
-    return kind.params(np.asarray(types if types else [], dtype=np.int64))
+    return ClassifierLogit(vllm.PoolingParams, check_vllm_version(vllm.__version__))
+
+
+def pooling_params(types: list[int] | None):
+    """Raw logits, made by the engine step's own score kind, so that a BERT-style pair's token types travel in the
+    form this vLLM rebuilds them from (classify/encode ignore TokensPrompt's token_type_ids)."""
+    import numpy as np
+
+    return _score_kind().params(np.asarray(types if types else [], dtype=np.int64))
 
 
 async def pooled(engine, token_ids: list[list[int]], types: list[list[int]] | None, request_id: str) -> list:
