@@ -20,7 +20,8 @@
 #      "" = none)  INVARIANCE (levels of the probes-under-load check, e.g. 1,8,32,64; "" = none)  SWEEP (";"-separated
 #      KEY=JSON engine overrides, one sweep point each)  CONFIG_POINTS (space-separated committed config variants,
 #      e.g. gpu-fp8, one point each)  OVERLOAD (Triton at this multiple of its last level's rate
-#      after the levels, 4; 0 = none)  BENCH_DEADLINE (seconds for all of it, 570)  BENCH_ARGS
+#      after the levels, 4; 0 = none)  ROUNDS (times each load system runs, alternated A B A B: 2)
+#      BENCH_DEADLINE (seconds for all of it, 570)  BENCH_ARGS
 set -uo pipefail
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
@@ -36,6 +37,7 @@ LEVELS=${LEVELS:-1,8,32,64}
 PERF=${PERF-8}
 INVARIANCE=${INVARIANCE:-}
 OVERLOAD=${OVERLOAD:-4}
+ROUNDS=${ROUNDS:-2}
 DEADLINE=${BENCH_DEADLINE:-570}
 VPY=${VPY:-/opt/torch/.venv/bin/python3}
 [ -x "$VPY" ] || VPY=$(command -v python3)
@@ -43,7 +45,7 @@ VPY=${VPY:-/opt/torch/.venv/bin/python3}
 if [ "${1:-}" = stash ]; then bash tools/offline_gpu/install_kit.sh --stash; exit; fi
 
 main() {
-say "gpu_run.sh vLLM $VLLM_VERSION models=[$MODELS] systems=$SYSTEMS levels=$LEVELS perf=[$PERF] invariance=[$INVARIANCE] overload=$OVERLOAD sweep=[${SWEEP:-}] config points=[${CONFIG_POINTS:-}] deadline ${DEADLINE}s"
+say "gpu_run.sh vLLM $VLLM_VERSION models=[$MODELS] systems=$SYSTEMS levels=$LEVELS perf=[$PERF] invariance=[$INVARIANCE] overload=$OVERLOAD rounds=$ROUNDS sweep=[${SWEEP:-}] config points=[${CONFIG_POINTS:-}] deadline ${DEADLINE}s"
 nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
 say "install_kit"
 bash tools/offline_gpu/install_kit.sh || { say "install_kit FAILED"; return 1; }
@@ -71,7 +73,7 @@ for model in $MODELS; do
   say "benchmark $model (deadline ${left}s)"
   # shellcheck disable=SC2086
   $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$VLLM_VERSION/$model" \
-    --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --invariance "$INVARIANCE" --overload "$OVERLOAD" --deadline "$left" --vllm-python "$VPY" \
+    --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --invariance "$INVARIANCE" --overload "$OVERLOAD" --rounds "$ROUNDS" --deadline "$left" --vllm-python "$VPY" \
     "${sweep[@]}" ${BENCH_ARGS:-} || rc=$?
   for f in benchmark.json table.txt benchmark.png; do
     [ -f "/tmp/bench_out/$model/$f" ] && cp "/tmp/bench_out/$model/$f" "$OUT/$model.$f"

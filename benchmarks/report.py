@@ -10,6 +10,7 @@ import json
 import tarfile
 from pathlib import Path
 
+from benchmarks import rounds
 from benchmarks.procs import log
 from benchmarks.systems import LOAD_SYSTEMS, SYSTEMS
 
@@ -64,6 +65,20 @@ def compare_raw(a: list[dict], b: list[dict]) -> dict | None:
             "spearman_per_request": [round(r, 4) for r in rhos], "spearman_min": round(min(rhos), 4),
             "top10_overlap_per_request": [round(o, 2) for o in overlaps],
             "top10_overlap_min": round(min(overlaps), 3), "raw_std": round(float(np.std(a[0]["raw"])), 5)}
+
+
+def comparisons(results: dict) -> dict:
+    """Triton against each in-process system of the same point, level by level (benchmarks/rounds.py)."""
+    out = {}
+    for key in load_keys(results):
+        name, _, point = key.partition("@")
+        triton_key = "triton" + (f"@{point}" if point else "")
+        if name in ("triton", "hf") or triton_key not in results or not results[key].get("levels"):
+            continue
+        rows = rounds.compare(results[triton_key], results[key])
+        if rows:
+            out[f"{triton_key}~{key}"] = rows
+    return out
 
 
 def cross_check(results: dict) -> dict:
@@ -212,6 +227,9 @@ def table(results: dict) -> str:
                  f"{'p95ms':>9}{'p99ms':>9}{'memGiB':>8}{'pre+cal':>8}{'vllm':>7}")
     for key in load_keys(results):
         lines += _system_lines(key, results[key], w)
+    for pair, rows in comparisons(results).items():
+        lines.append(f"{pair.replace('~', ' / ')}: " + "; ".join(
+            f"c={r['concurrency']} pairs/s {r['rate_ratio']} ({r['rate_window']}), P50 {r['p50_ratio']}x" for r in rows))
     for pair, c in (results.get("cross_check") or {}).items():
         if "max_abs_raw_diff" in c:
             lines.append(f"scores {pair}: max|raw diff| {c['max_abs_raw_diff']} (raw std {c['raw_std']}), "
@@ -219,6 +237,8 @@ def table(results: dict) -> str:
                          f"({len(c['spearman_per_request'])} requests)")
     lines.append("* = level incomplete (errors or time budget); pairs/s, tok/s, %ceil: over the steady window (every "
                  "worker answered once .. last send, loadtest/closed_loop.py), wall = pairs/s over the whole level; "
+                 "levels: the median of the rounds (A B A B); a / b: rates over the steady window, or over the whole level "
+                 "where either side's differ by more than 10%; "
                  "%ceil = useful FLOP/s over the matmul rate; pre+cal (preprocess from execute to answer, its "
                  "counters, and calibrate's compute time) and vllm (hand-over to answer in rerank_engine, its "
                  "counters) = shares of the mean request latency")
@@ -234,6 +254,7 @@ def export(s, results: dict, final: bool) -> None:
             results["cross_check"] = cross_check(results)
         except Exception as exc:  # noqa: BLE001 - reported, not fatal
             results["cross_check"] = {"error": str(exc)}
+        results["comparison"] = comparisons(results)
     text = json.dumps(results, indent=1, default=str) + "\n"
     (s.work / ("results-tiny.json" if s.tiny else "results.json")).write_text(text)
     s.out.mkdir(parents=True, exist_ok=True)

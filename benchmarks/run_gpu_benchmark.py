@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
-from benchmarks import engine_config, hf_cache, report  # noqa: E402
+from benchmarks import engine_config, hf_cache, report, rounds  # noqa: E402
 from benchmarks.environment import environment  # noqa: E402
 from benchmarks.procs import MemoryPoller, gpu_memory_used_mib, kill_group, log, wait_gpu_free  # noqa: E402
 from benchmarks.settings import Settings, parse_args, settings_from  # noqa: E402
@@ -145,28 +145,33 @@ def main(argv=None) -> int:
     results["environment"] = environment()
     log(f"environment {results['environment']}")
     systems = chosen(args.systems, results)
-    log(f"device {s.device}, systems {systems}, model {s.hub_id} ({s.variant}), plan {s.plan()}, out {s.out}"
+    n_rounds = args.rounds or (1 if s.tiny else 2)
+    log(f"device {s.device}, systems {systems}, model {s.hub_id} ({s.variant}), plan {s.plan()} x {n_rounds} round(s), out {s.out}"
         + (f", deadline {args.deadline:.0f} s" if args.deadline else ""))
     ok = True
     base = args.base or not (args.sweep or args.config_point)
     for point, override, config in points(args.sweep, args.config_point, base):
         s.point, s.override, s.config = point, override, config
-        for system in systems:
-            if point != "base" and not SYSTEMS[system].load:
-                continue  # preparation steps run once
-            key = system if point == "base" else f"{system}@{point}"
-            budget = s.budgets[system]
-            if args.deadline:
-                budget = min(budget, args.deadline - (time.monotonic() - t_begin) - 15)
-                if budget < 20:
-                    results[key] = {"system": system, "status": "error", "error": "no time left (--deadline)"}
-                    log(f"{key}: skipped, no time left")
-                    ok = False
-                    continue
-            results[key] = run_system(system, s, budget)
-            ok &= results[key].get("status") in ("ok", "partial")
-            results["settings"] = s.to_json()
-            report.export(s, results, final=False)
+        for round_no in range(n_rounds):  # A B A B: every load system once per round
+            for system in systems:
+                if (point != "base" or round_no) and not SYSTEMS[system].load:
+                    continue  # preparation steps run once
+                key = system if point == "base" else f"{system}@{point}"
+                budget = s.budgets[system]
+                if args.deadline:
+                    budget = min(budget, args.deadline - (time.monotonic() - t_begin) - 15)
+                    if budget < 20:
+                        log(f"{key}: round {round_no + 1} skipped, no time left")
+                        if not round_no:
+                            results[key] = {"system": system, "status": "error", "error": "no time left (--deadline)"}
+                            ok = False
+                        continue
+                result = run_system(system, s, budget)
+                ok &= result.get("status") in ("ok", "partial")
+                results[key] = rounds.merge(results.get(key) if round_no else None, result) \
+                    if SYSTEMS[system].load else result
+                results["settings"] = s.to_json()
+                report.export(s, results, final=False)
     s.point, s.override, s.config = "base", {}, ""
     report.export(s, results, final=True)
     print(report.table(results), flush=True)

@@ -133,6 +133,9 @@ def parse_args(argv=None, systems: tuple[str, ...] = ()):
     ap.add_argument("--invariance", default="", metavar="LEVELS",
                     help="after the levels, the Triton system scores probe requests alone and beside other load at "
                          "these concurrency levels, e.g. 1,8,32,64 (benchmarks/systems/invariance.py; empty: none)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="times each load system runs, in alternation (A B A B), its levels the median of its rounds "
+                         "(benchmarks/rounds.py); default 2 (tiny: 1)")
     ap.add_argument("--deadline", type=float, default=None, help="seconds for the whole invocation")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--settings", type=Path, help=argparse.SUPPRESS)
