@@ -104,13 +104,17 @@ make_stubenv() {  # make_stubenv DIR "PTH LINES"
 # numpy 1.26 first: the nvidia-pytriton 0.7.0 stub garbles tensors under numpy 2 (NOTES.md)
 make_stubenv "$DEST/stubenv" "import _kit_stub_fix; _kit_stub_fix.hide(*'${KIT_HIDE:-scipy sklearn}'.split())\n$DEST/np126\n$DEST/torch\nimport site; site.addsitedir('$DEST/site')\nimport site; site.addsitedir('$VENV_SITE')\n"
 
+# A PYTHONPATH entry's .pth files are not read (the stub's env reads /tmp/site's: addsitedir above): the package dir
+# that nvidia-cutlass-dsl's .pth adds (`cutlass`, imported by 0.34.0's kernel warm-up) is named on the paths below
+PTH_DIRS=""
+if [ -d "$DEST/site/nvidia_cutlass_dsl/dsl_packages" ]; then PTH_DIRS=":$DEST/site/nvidia_cutlass_dsl/dsl_packages"; fi
 cat > "$DEST/kit_env.sh" <<EOF
 export KIT_SITE=$DEST/site KIT_NP126=$DEST/np126 KIT_PYTRITON=$DEST/pytriton KIT_STUBENV=$DEST/stubenv
 export KIT_LIBPY=$DEST/libpython312
 # python with the host's numpy 2.x + the kit (clients):  PYTHONPATH=\$KIT_CLIENT_PATH /opt/torch/.venv/bin/python3
-export KIT_CLIENT_PATH=$DEST/site/client_extra:$DEST/torch:$DEST/site
+export KIT_CLIENT_PATH=$DEST/site/client_extra:$DEST/torch:$DEST/site$PTH_DIRS
 # python with the host's numpy 2.x + the engine's packages (vLLM, and torch where the kit carries one)
-export KIT_ENGINE_PATH=$DEST/torch:$DEST/site
+export KIT_ENGINE_PATH=$DEST/torch:$DEST/site$PTH_DIRS
 # python exactly as the Triton stub sees it (numpy 1.26): \$KIT_STUBENV/bin/python3
 export VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 EOF
