@@ -94,6 +94,11 @@ bound_start() {  # bound_start TIMEOUT_S: run in the server's process group, whi
       echo "error: tritonserver not ready after $1 s (START_TIMEOUT_S): stopping it" >&2
       kill -TERM -- "-$$"
       for _ in $(seq 50); do [ "$(start_time $$)" = "$started" ] || break; sleep 0.2; done
+      # the stubs' regions outlive a killed group; removed from outside it, once nothing maps them
+      setsid bash -c ". '$ROOT/scripts/shm_regions.sh'; sleep 2; remove_unmapped_regions '${HTTP_PORT:-8000}'" \
+        </dev/null >/dev/null 2>&1 &
+      local cleaner=$!  # this shell's unreaped child: the number is its own
+      while [ "$(cut -d' ' -f5 "/proc/$cleaner/stat" 2>/dev/null)" = "$$" ]; do sleep 0.05; done  # out of the group
       kill -KILL -- "-$$"  # what is left of the group, this process included
     fi
     sleep 1

@@ -1,4 +1,5 @@
-"""Ends the vLLM engine-core processes of an engine step whose stub died without `finalize`.
+"""Ends the vLLM engine-core processes of an engine step whose stub died without `finalize`, and the stub itself
+when its server died first.
 
 vLLM's workers exit when their engine core dies (its death pipe), but the engine core does not watch the process
 that started it: when Triton's stub is killed (SIGKILL, the OOM killer, a crash), the engine core lives on as an
@@ -11,6 +12,13 @@ SIGTERM (vLLM's own shutdown) and, after `GRACE_S`, SIGKILL. After a clean shutd
 is left (multiprocessing's resource tracker, which ignores SIGTERM and ends with the stub) is not the guard's. It
 runs this file by path on the standard library alone (`python -I`), so it needs nothing of the stub's environment.
 Processes are named by pid and start time: a pid reused since is left alone.
+
+The server's death is watched too. A stub whose tritonserver is killed with requests in flight does not follow it: it
+waits on the dead server's shared memory, deaf to SIGTERM, with the engine core beside it holding the GPU, and the
+next server start finds no memory. So when the stub's parent is gone, the guard gives the stub `STUB_GRACE_S` to
+exit by itself (an idle stub does), then SIGKILLs it and ends the engine cores as above; last it removes the shared-
+memory regions of that server (the region prefix in the stub's command line) that no process maps any more, which a
+killed server leaves behind (scripts/shm_regions.sh does the same at the next start).
 """
 
 from __future__ import annotations
@@ -19,11 +27,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 GRACE_S = 10.0
 POLL_S = 0.1
+SERVER_POLL_S = 0.5  # how often the guard looks for its server
+STUB_GRACE_S = 3.0  # how long a stub whose server died may take to exit by itself
 CLOSED = "CLOSED"
 # /proc/<pid>/stat after the command name: 0 state, 1 parent pid, 19 start time (clock ticks after boot)
 STATE, PARENT, STARTED = 0, 1, 19
@@ -73,11 +84,42 @@ def end(targets: dict[int, int], grace_s: float = GRACE_S) -> None:
             time.sleep(POLL_S)
 
 
+def stub_region(stub: int) -> str | None:
+    """The shared-memory region a Python-backend stub was given: its command line's third word."""
+    try:
+        args = Path(f"/proc/{stub}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return args[2].decode() if len(args) > 2 and args[0].endswith(b"triton_python_backend_stub") else None
+
+
+def remove_unmapped(prefix: str, shm: Path = Path("/dev/shm")) -> list[str]:
+    """The files of /dev/shm named `prefix`... that no process maps or holds open, removed: a region some process
+    still uses (another stub of a live server) is left alone."""
+    held = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                held.update(line.split(maxsplit=5)[5] for line in (proc / "maps").read_text().splitlines()
+                            if str(shm) in line and len(line.split(maxsplit=5)) == 6)
+                held.update(os.readlink(fd) for fd in (proc / "fd").iterdir())
+            except OSError:
+                continue
+    removed = []
+    for path in shm.glob(f"{prefix}*"):
+        if str(path) not in held:
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
+
+
 class OrphanGuard:
     """The stub's side: `OrphanGuard(pids)` starts the guard for them; `close()` after a clean shutdown."""
 
     def __init__(self, targets: dict[int, int]) -> None:
-        self.process = subprocess.Popen([sys.executable, "-I", __file__], stdin=subprocess.PIPE, text=True)
+        # the stub and its server named here, while both surely live (the guard's own start takes a moment)
+        names = [str(n) for pid in (os.getpid(), os.getppid()) for n in (pid, start_time(pid))]
+        self.process = subprocess.Popen([sys.executable, "-I", __file__, *names], stdin=subprocess.PIPE, text=True)
         self.process.stdin.write("".join(f"{pid} {started}\n" for pid, started in targets.items()))
         self.process.stdin.flush()
 
@@ -91,13 +133,34 @@ class OrphanGuard:
         self.process.wait(timeout=timeout_s)
 
 
+def end_stub_of_dead_server(stub: int, stub_started: int) -> None:
+    """The server is gone: the stub's own exit, or SIGKILL after STUB_GRACE_S (its pipe then ends main's wait)."""
+    deadline = time.monotonic() + STUB_GRACE_S
+    while time.monotonic() < deadline and alive(stub, stub_started):
+        time.sleep(POLL_S)
+    if alive(stub, stub_started):
+        os.kill(stub, signal.SIGKILL)
+
+
 def main() -> None:
     # Triton or a terminal may signal the whole process group: the guard ends only when its pipe does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    lines = [line.strip() for line in sys.stdin]  # returns at end-of-file
+    stub, stub_started, server, server_started = map(int, sys.argv[1:5])
+    region = stub_region(stub)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in sys.stdin), daemon=True)
+    reader.start()  # returns at end-of-file: the stub closed the pipe, or died
+    server_died = False
+    while reader.is_alive():
+        reader.join(SERVER_POLL_S)
+        if reader.is_alive() and not server_died and not alive(server, server_started):
+            server_died = True
+            end_stub_of_dead_server(stub, stub_started)
     if CLOSED not in lines:
         end(dict(tuple(map(int, line.split())) for line in lines))
+    if server_died and region:
+        remove_unmapped(region.rsplit("_", 1)[0] + "_")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -22,6 +23,7 @@ from python_backends.model_repository import (
 )
 from tools.local_server import free_port, http_ok
 from tests.support.triton_server import RunningServer
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scripts" / "quickstart.sh"
@@ -79,16 +81,22 @@ class TritonPythonModel:
 """
 
 
-def test_quickstart_fails_when_the_server_is_not_ready_in_time_and_stops_it(tmp_path):
-    """A Python model whose initialize never returns holds Triton's start for good: start_server.sh stops the whole
-    group at START_TIMEOUT_S and says why in the log, and the quickstart reports it and leaves nothing running."""
-    model = tmp_path / "repository" / "hung"
+def hung_repository(folder: Path) -> Path:
+    """A model repository of one Python model whose initialize never returns."""
+    model = folder / "hung"
     (model / "1").mkdir(parents=True)
     (model / "1" / "model.py").write_text(HUNG_MODEL)
     (model / "config.pbtxt").write_text(
         'backend: "python"\nmax_batch_size: 0\ninput [{ name: "IN", data_type: TYPE_FP32, dims: [1] }]\n'
         'output [{ name: "OUT", data_type: TYPE_FP32, dims: [1] }]\n')
-    proc = run_quickstart(tmp_path / "run", 120, START_TIMEOUT_S="3", MODEL_REPOSITORY=str(model.parent))
+    return folder
+
+
+def test_quickstart_fails_when_the_server_is_not_ready_in_time_and_stops_it(tmp_path):
+    """A Python model whose initialize never returns holds Triton's start for good: start_server.sh stops the whole
+    group at START_TIMEOUT_S and says why in the log, and the quickstart reports it and leaves nothing running."""
+    repository = hung_repository(tmp_path / "repository")
+    proc = run_quickstart(tmp_path / "run", 120, START_TIMEOUT_S="3", MODEL_REPOSITORY=str(repository))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAILED: tritonserver exited before it was ready" in proc.stdout, proc.stdout
     errors = proc.stdout.split("---- error lines of", 1)[1].split("---- last 40 lines of", 1)[0]
@@ -96,6 +104,21 @@ def test_quickstart_fails_when_the_server_is_not_ready_in_time_and_stops_it(tmp_
     assert f"---- last 40 lines of {tmp_path / 'run' / 'server.log'} ----" in proc.stdout
     assert not process_group_alive(started_pid(proc.stdout))
     assert not list((tmp_path / "run").glob("server-*.pid"))
+
+
+def test_a_start_stopped_at_its_timeout_leaves_no_shared_memory(tmp_path):
+    """start_server.sh alone (as a container or a unit file runs it): the group it kills at START_TIMEOUT_S leaves
+    the stub's region behind, which it removes from outside the group once nothing maps it."""
+    ports = {"HTTP_PORT": str(free_port()), "GRPC_PORT": str(free_port()), "METRICS_PORT": str(free_port())}
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "start_server.sh")], capture_output=True, text=True, timeout=60,
+        env={**os.environ, **ports, "RUN_DIR": str(tmp_path), "TRITON_ADMIN_KEY": "test", "START_TIMEOUT_S": "3",
+             "MODEL_REPOSITORY": str(hung_repository(tmp_path / "repository"))})
+    # ended by the SIGTERM, by the SIGKILL after it, or by itself on the SIGTERM ("failed to load all models")
+    assert proc.returncode in (-signal.SIGTERM, -signal.SIGKILL, 1), (proc.returncode, proc.stderr[-600:])
+    assert "error: tritonserver not ready after 3 s (START_TIMEOUT_S): stopping it" in proc.stderr
+    regions = f"triton_reranker_{ports['HTTP_PORT']}_*"
+    assert wait_until(lambda: not list(Path("/dev/shm").glob(regions)), timeout_s=10), list(Path("/dev/shm").glob(regions))
 
 
 def test_quickstart_against_a_running_server_answers_and_says_where_everything_is(server: RunningServer, tmp_path):

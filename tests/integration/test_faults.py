@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from python_backends.engine.orphan_guard import alive, children
+from python_backends.engine.orphan_guard import GRACE_S, STUB_GRACE_S, alive, children, start_time
 from reranker_client import RerankClient
 from reranker_client.healthcheck import check
 from tests.support.triton_server import (
@@ -314,6 +314,45 @@ def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_sh
                           env=dict(os.environ, RUN_DIR=str(own_server.log_path.parent), HTTP_PORT=port))
     assert "was not running" in stop.stdout, stop.stdout + stop.stderr
     assert LEDGER.left_behind(group=own_server.process.pid) == []
+
+
+def _group_members(group: int) -> dict[int, int]:
+    """{pid: start time} of the live processes of a process group (a server's stubs, engine core, guard)."""
+    members = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if os.getpgid(int(proc.name)) == group and (started := start_time(int(proc.name))) is not None:
+                    members[int(proc.name)] = started
+            except ProcessLookupError:
+                continue
+    return members
+
+
+def test_a_server_killed_with_requests_in_flight_leaves_nothing_and_its_ports_serve_again(servers, tmp_path):
+    """SIGKILL of tritonserver while large requests are in vLLM: the engine stub, which waits on its dead server's
+    shared memory deaf to SIGTERM, is killed by the engine step's guard after its grace, the engine core with it; the
+    other stubs exit by themselves; no /dev/shm file of the server stays; and a server starts on the same ports."""
+    server = servers.live()
+    group = server.process.pid
+    with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+        futures = [pool.submit(_in_flight_outcome, server, ("http", "grpc")[i % 2]) for i in range(IN_FLIGHT)]
+        time.sleep(1.0)
+        LEDGER.sample()
+        members = {pid: started for pid, started in _group_members(group).items() if pid != server.pid}
+        os.kill(server.pid, signal.SIGKILL)
+        server.process.wait()  # reaped, as its supervisor (a shell, systemd) reaps it
+        killed = time.monotonic()
+        outcomes = [f.result(timeout=CLIENT_DEADLINE_S + 30) for f in futures]
+    assert len(members) >= 5, members  # three stubs, the engine core, the guard (and multiprocessing's tracker)
+    assert wait_until(lambda: not any(alive(pid, started) for pid, started in members.items()),
+                      timeout_s=STUB_GRACE_S + GRACE_S + 10), {pid: children(pid) for pid in members}
+    print(f"every process of the killed server ended {time.monotonic() - killed:.1f} s after it;",
+          "requests in flight:", [kind for kind, _ in outcomes])
+    assert LEDGER.left_behind(group=group) == []
+    servers.running = start_server(tmp_path / "restarted.log", ports=server.ports(),
+                                   extra_args=(f"--exit-timeout-secs={EXIT_TIMEOUT_S:.0f}",))
+    assert probe_ranking(servers.running) == [1, 0]
 
 
 def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_server):

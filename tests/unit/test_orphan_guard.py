@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from python_backends.engine.orphan_guard import OrphanGuard, alive, children, end, start_time
+from python_backends.engine.orphan_guard import (
+    SERVER_POLL_S, STUB_GRACE_S, OrphanGuard, alive, children, end, remove_unmapped, start_time,
+)
 from tests.support.waiting import wait_until
 
 # Stands in for a stub: starts a long child (the engine core) and the guard for it, prints both pids, then waits.
@@ -105,3 +107,55 @@ def test_the_guard_outlives_sigterm_to_its_group_until_its_pipe_closes():
 @pytest.mark.parametrize("pid", [0, 2**22 + 1])
 def test_no_such_process_has_no_start_time(pid):
     assert start_time(pid) is None
+
+
+# Stands in for a server whose stub is stuck: it starts the stub (which ignores SIGTERM, as a stub waiting on its dead
+# server's shared memory does), and the stub starts its engine core and the guard; the server prints the three pids.
+SERVER = textwrap.dedent("""
+    import subprocess, sys
+    stub = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, text=True)
+    print(stub.pid, stub.stdout.readline().strip(), flush=True)
+    stub.wait()
+""")
+STUCK_STUB = STUB.replace(  # deaf to SIGTERM once its engine core runs (which must not inherit that)
+    "\ntime.sleep(300)\n", "\nimport signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)\n")
+
+
+def test_a_stub_whose_server_died_is_killed_after_its_grace_and_its_engine_core_ended():
+    server = subprocess.Popen([sys.executable, "-c", SERVER, STUCK_STUB], stdout=subprocess.PIPE, text=True)
+    stub, core, guard = map(int, server.stdout.readline().split())
+    started = {pid: start_time(pid) for pid in (stub, core, guard)}
+    server.kill()
+    server.wait()  # reaped, as a supervisor or a shell reaps it
+    killed = time.monotonic()
+    assert wait_until(lambda: not alive(stub, started[stub]), timeout_s=STUB_GRACE_S + 5), "the stub still runs"
+    assert time.monotonic() - killed >= STUB_GRACE_S - SERVER_POLL_S  # it had its grace to exit by itself
+    assert wait_until(lambda: not alive(core, started[core]), timeout_s=5), "the engine core still runs"
+    assert wait_until(lambda: not alive(guard, started[guard]), timeout_s=5), "the guard did not exit"
+
+
+def test_a_live_server_leaves_its_stub_and_engine_core_alone():
+    server = subprocess.Popen([sys.executable, "-c", SERVER, STUCK_STUB], stdout=subprocess.PIPE, text=True)
+    stub, core, guard = map(int, server.stdout.readline().split())
+    try:
+        time.sleep(STUB_GRACE_S + 2 * SERVER_POLL_S)
+        assert all(_running(pid) for pid in (stub, core, guard))
+    finally:
+        for pid in (core, stub):
+            os.kill(pid, signal.SIGKILL)
+        server.wait()
+
+
+def test_only_the_unmapped_files_of_the_prefix_are_removed(tmp_path):
+    for name in ("triton_reranker_8000_a", "triton_reranker_8000_b", "triton_reranker_8001_c"):
+        (tmp_path / name).write_bytes(b"\0" * 64)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1], 'rb'); print('held', "
+                               "flush=True); time.sleep(300)", str(tmp_path / "triton_reranker_8000_b")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert remove_unmapped("triton_reranker_8000_", tmp_path) == ["triton_reranker_8000_a"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["triton_reranker_8000_b", "triton_reranker_8001_c"]
+    finally:
+        holder.kill()
+        holder.wait()
