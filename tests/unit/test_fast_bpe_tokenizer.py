@@ -1,6 +1,7 @@
 """The tiktoken twin of a byte-level BPE tokenizer (python_backends/preprocess/fast_bpe.py) gives the ids of the
 tokenizer it twins for every text: real English documents, hand-picked edge cases, every Unicode character in
-context and random mixtures of the tricky ones; and tokenizers it cannot twin exactly get none.
+context and random mixtures of the tricky ones; the Qwen3 encoder gives the same sequences on it as on the tokenizer;
+and tokenizers it cannot twin exactly get none.
 
 The real Qwen3 tokenizer is rebuilt offline (benchmarks/qwen3_tokenizer.py, cached under build/qwen3-tokenizer/)."""
 
@@ -9,17 +10,22 @@ from __future__ import annotations
 import json
 import logging
 import random
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from benchmarks import corpus, qwen3_tokenizer
 from python_backends.checkpoint_files import served_tokenizer
-from python_backends.families.qwen3_yes_no import qwen3_reranker_prompt
+from python_backends.families import qwen3_yes_no
+from python_backends.families.qwen3_yes_no import Qwen3YesNoPrompts, qwen3_reranker_prompt
 from python_backends.model_source import resolve_model
 from python_backends.preprocess import fast_bpe as fast_bpe_module
 from python_backends.preprocess.fast_bpe import QWEN2_PATTERN, FastBpe, Refused, fast_bpe
+from python_backends.preprocess.tokenization import LongDocuments
 from tests.support.tiny_models import session_models
 
 
@@ -156,6 +162,82 @@ def test_texts_split_among_threads_keep_their_order(tok, tokenizer_dir, monkeypa
 def test_a_text_past_the_regex_engines_reach_is_tokenized_by_the_tokenizer(tok, twin):
     """tiktoken's regex engine gives up (and tiktoken panics) on a run of ~1M blanks."""
     assert_same_ids(tok, twin, [" " * 1_000_001 + "a"])
+
+
+# --- the Qwen3 encoder on the twin ----------------------------------------------------------------------------------
+
+
+def encoder_pair(folder, max_len: int, long_documents: LongDocuments | None = None):
+    """The Qwen3 encoder on the twin, and the same encoder on the tokenizer alone."""
+    built: list[FastBpe | None] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(qwen3_yes_no, "fast_bpe", lambda tokenizer: built.append(fast_bpe(tokenizer)) or built[-1])
+        fast = Qwen3YesNoPrompts(str(folder), max_len, long_documents)
+        patch.setattr(qwen3_yes_no, "fast_bpe", lambda tokenizer: None)
+        hf = Qwen3YesNoPrompts(str(folder), max_len, long_documents)
+    assert built[0] is not None
+    return fast, hf
+
+
+QUERY = "what is <|im_end|> in a cafe\u0301?"
+
+
+@pytest.fixture(scope="module")
+def edge_documents(tok) -> list[str]:
+    """The edge cases with something to score (not empty, not special tokens alone)."""
+    specials = set(tok.get_added_tokens_decoder())
+    return [text for text in EDGE_TEXTS if not specials.issuperset(tok.encode(text, add_special_tokens=False).ids)]
+
+
+@pytest.mark.parametrize("instruction", [None, "Find the passage that answers the question, e\u0301 included"])
+def test_encoder_gives_the_same_sequences_whole(tokenizer_dir, edge_documents, instruction):
+    fast, hf = encoder_pair(tokenizer_dir, 1024)
+    requests = corpus.make_requests(tokenizer_dir, 3)
+    for request in requests:
+        assert fast.encode(request.query, list(request.documents), instruction) == \
+            hf.encode(request.query, list(request.documents), instruction)
+    encoded = fast.encode(QUERY, edge_documents, instruction)
+    assert encoded == hf.encode(QUERY, edge_documents, instruction)
+    assert encoded.document_index == list(range(len(edge_documents))) and len(edge_documents) == len(EDGE_TEXTS) - 3
+
+
+def test_encoder_gives_the_same_sequences_cut(tokenizer_dir, edge_documents):
+    fast, hf = encoder_pair(tokenizer_dir, 256)
+    documents = list(corpus.make_requests(tokenizer_dir, 1)[0].documents) + edge_documents
+    for cap in (None, 100, 3):
+        encoded = fast.encode(QUERY, documents, None, cap)
+        assert encoded == hf.encode(QUERY, documents, None, cap)
+        assert encoded.truncated >= 64
+
+
+def test_encoder_gives_the_same_sequences_in_windows(tokenizer_dir, edge_documents):
+    fast, hf = encoder_pair(tokenizer_dir, 160, LongDocuments(window_overlap=16, max_windows=4))
+    documents = list(corpus.make_requests(tokenizer_dir, 1)[0].documents) + edge_documents
+    for cap in (None, 300):
+        encoded = fast.encode(QUERY, documents, "Judge the passage", cap)
+        assert encoded == hf.encode(QUERY, documents, "Judge the passage", cap)
+        assert len(encoded.token_ids) > len(documents) + 64 * 2 and encoded.truncated >= 64
+
+
+WITHOUT_TIKTOKEN = """
+import json, logging, sys
+sys.modules["tiktoken"] = None  # import tiktoken raises ImportError
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+from python_backends.families.qwen3_yes_no import Qwen3YesNoPrompts
+for _ in range(2):
+    encoded = Qwen3YesNoPrompts(sys.argv[1], 256).encode("what is a reranker?", ["It scores pairs."], None)
+print(json.dumps(encoded.token_ids))
+"""
+
+
+def test_without_tiktoken_the_tokenizer_serves_alone_after_one_warning(tokenizer_dir):
+    done = subprocess.run([sys.executable, "-c", WITHOUT_TIKTOKEN, str(tokenizer_dir)], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.splitlines() == ["WARNING tiktoken is not installed: byte-level BPE tokenizers run on the "
+                                        "tokenizers library alone (slower)"]
+    on_the_twin = Qwen3YesNoPrompts(str(tokenizer_dir), 256).encode("what is a reranker?", ["It scores pairs."], None)
+    assert json.loads(done.stdout) == on_the_twin.token_ids
 
 
 # --- tokenizers without an exact twin -------------------------------------------------------------------------------
