@@ -5,7 +5,7 @@ Works on the Rust `tokenizers` backend directly (python_backends.checkpoint_file
 tokenizer.json as transformers' AutoTokenizer does, without importing transformers): it batches the documents,
 truncates an encoding in place and applies the model's own special-token template (`post_process`). An encoder that
 reads its documents' ids alone (Qwen3's) tokenizes them on the tokenizer's tiktoken twin where one gives the same ids
-for every text (python_backends.preprocess.fast_bpe: ~1/6 of the time). A document that does not fit is cut (the
+for every text (python_backends.preprocess.fast_bpe: ~1/5 of the time). A document that does not fit is cut (the
 query, the template and its suffix stay whole) or, in window mode (`window_overlap` set), split into overlapping
 windows that are scored separately; the engine keeps the best window's score per document.
 
