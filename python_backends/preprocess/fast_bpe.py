@@ -18,9 +18,9 @@ What `tokenizers` does to a text, and how the twin matches each step:
      before it;
    - every token of the vocabulary, tokenized by the HF BPE alone, is itself. tiktoken merges any two parts whose
      concatenation is a token, listed or not; if it ever merged an unlisted pair, the first such merge (x, y into t)
-     would follow only listed merges within t's bytes, so the HF BPE on t alone would make them too, end at x, y and
-     stop: t would not be itself. The check also makes tiktoken's lookup of a whole part in the vocabulary (and the
-     HF BPE's, with ignore_merges) harmless.
+     would follow only listed merges within t's bytes, which the HF BPE on t alone makes too, in the same order; it
+     would end at x, y and stop: t would not be itself. The check also makes tiktoken's lookup of a whole part in the
+     vocabulary (and the HF BPE's, with ignore_merges) harmless.
    The pattern runs on Oniguruma in `tokenizers` and on fancy-regex in tiktoken, each with its own Unicode tables:
    it is accepted only if VERIFIED_PATTERNS lists it (its syntax backtracks in the same order in both engines) and
    each character class it uses has the same members in both engines over all of Unicode.
@@ -56,8 +56,8 @@ QWEN2_PATTERN = (
 # Each pattern's one-character classes, in groups: a group is compared over all of Unicode as one alternation, then
 # each of its members over the characters the group matched.
 VERIFIED_PATTERNS = {QWEN2_PATTERN: ((r"\p{L}",), (r"\p{N}",), (r"\s",), tuple(f"(?i:{c})" for c in "'strevmld"))}
-# fancy-regex gives up on a match past ~1,000,000 backtracking steps (tiktoken then panics), which a run of ~1M blanks
-# takes: longer texts go to the HF tokenizer.
+# fancy-regex stops a match whose backtracking stack passes 1,000,000 entries, as a run of ~1M blanks makes it, and
+# tiktoken then panics: longer texts go to the HF tokenizer.
 MAX_TWIN_CHARS = 100_000
 # Characters NFC leaves alone in any Unicode version and next to any of them: Latin-1 and the dashes, quotes,
 # bullets and ellipsis of U+2010-U+2027 (combining class 0, no decomposition that NFC does not compose back, no
