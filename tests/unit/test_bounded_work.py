@@ -10,7 +10,6 @@ import weakref
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer
 
 from python_backends.checkpoint_files import served_tokenizer
 from python_backends.contract import RequestLimits
@@ -19,7 +18,7 @@ from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.request import RequestTensors
 from python_backends.preprocess.step import Preprocessor
-from python_backends.preprocess.tokenization import BoundedTokenizer, LongDocuments, make_encoder
+from python_backends.preprocess.tokenization import BoundedTokenizer, LongDocuments, encodings_of, make_encoder
 from tests.support.tensors import text_row
 from tests.support.tiny_models import WORDS, session_models
 
@@ -58,7 +57,7 @@ def test_cut_before_tokenizing_gives_the_same_sequences_as_tokenizing_everything
     tok = served_tokenizer(paths[model])
     docs = [_prose(words, seed) for seed in range(4)] + [" " * 5000 + _prose(words)]  # leading blanks force a retry
     keep = 50
-    bounded, _ = BoundedTokenizer(tok).encode_batch(docs, keep)
+    bounded, _ = BoundedTokenizer(encodings_of(tok)).encode_batch(docs, keep)
     for doc, encoding in zip(docs, bounded):
         whole = tok.encode(doc, add_special_tokens=False).ids
         assert encoding.ids[:keep] == whole[:keep]
@@ -68,17 +67,14 @@ def test_cut_before_tokenizing_gives_the_same_sequences_as_tokenizing_everything
 def test_cut_before_tokenizing_reads_a_bounded_prefix(paths):
     """A 64 KB document is tokenized only as far as (keep + MARGIN) * CHARS_PER_TOKEN characters."""
     seen: list[int] = []
+    tokenize = encodings_of(served_tokenizer(paths["minilm"]))
 
-    class Recording:
-        def __init__(self, inner: Tokenizer) -> None:
-            self.inner = inner
-
-        def encode_batch_fast(self, texts, add_special_tokens):
-            seen.extend(len(t) for t in texts)
-            return self.inner.encode_batch_fast(texts, add_special_tokens=add_special_tokens)
+    def recording(texts):
+        seen.extend(len(t) for t in texts)
+        return tokenize(texts)
 
     doc = _prose(13000)[:65536]
-    BoundedTokenizer(Recording(served_tokenizer(paths["minilm"]))).encode_batch([doc] * 3, 254)
+    BoundedTokenizer(recording).encode_batch([doc] * 3, 254)
     assert seen == [(254 + BoundedTokenizer.MARGIN) * BoundedTokenizer.CHARS_PER_TOKEN] * 3
 
 
@@ -211,9 +207,7 @@ def test_text_with_few_tokens_per_character_is_read_only_to_the_character_cap(pa
     tok = served_tokenizer(paths["minilm"])
     text = ("a " + "\u00c9" * 120 + " ") * 300  # 36,900 characters, 2 tokens per 123
     seen = []
-    bounded = BoundedTokenizer(tok)
-    original = tok.encode_batch_fast
-    bounded._tok = type("Spy", (), {"encode_batch_fast": lambda self, texts, **kw: seen.extend(map(len, texts)) or original(texts, **kw)})()
+    bounded = BoundedTokenizer(lambda texts: seen.extend(map(len, texts)) or encodings_of(tok)(texts))
     [encoding], [partial] = bounded.encode_batch([text], 254)
     assert seen == [(254 + 32) * 6, (254 + 32) * 24]
     assert encoding.ids == tok.encode(text[:(254 + 32) * 24], add_special_tokens=False).ids  # its first characters
