@@ -153,10 +153,15 @@ def test_added_tokens_are_split_off_leftmost_then_longest(encode_special_tokens)
 def test_texts_split_among_threads_keep_their_order(tok, tokenizer_dir, monkeypatch):
     monkeypatch.setenv("RAYON_NUM_THREADS", "3")  # as the step sets it from tokenizer_threads
     twin = fast_bpe(tok)
+    ran_on = []
+    encode_all = twin._encode_all
+    monkeypatch.setattr(twin, "_encode_all", lambda chunk: ran_on.append(threading.current_thread().name)
+                        or encode_all(chunk))
     texts = list(corpus.make_requests(tokenizer_dir, 1)[0].documents) + EDGE_TEXTS
     for batch in (texts, texts[:4], texts[:1], []):
         assert_same_ids(tok, twin, batch)
-    assert {"fast-bpe_0", "fast-bpe_1", "fast-bpe_2"} <= {thread.name for thread in threading.enumerate()}
+    # 3 + 2 + 1 chunks (of ceil(n / 3) texts), each on a thread of the pool, which starts one only when none is idle
+    assert len(ran_on) == 6 and all(name.startswith("fast-bpe_") for name in ran_on), ran_on
 
 
 def test_a_text_past_the_regex_engines_reach_is_tokenized_by_the_tokenizer(tok, twin):
