@@ -19,13 +19,14 @@ from gateway import Settings, create_app
 from gateway.__main__ import server_options
 from tests.gateway.stub import StubClient
 
-MAX_BYTES, TIMEOUT_S = 4096, 1.0
+MAX_BYTES, TIMEOUT_S, MAX_BODY_BYTES = 4096, 1.0, 1000
 LIVE = b"GET /health/live HTTP/1.1\r\nHost: gateway\r\n"
 
 
 @pytest.fixture(scope="module")
-def port() -> Iterator[int]:
-    app = create_app(Settings(max_header_bytes=MAX_BYTES, header_timeout_s=TIMEOUT_S), client=StubClient())
+def server() -> Iterator[uvicorn.Server]:
+    app = create_app(Settings(max_header_bytes=MAX_BYTES, header_timeout_s=TIMEOUT_S, max_body_bytes=MAX_BODY_BYTES),
+                     client=StubClient())
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # as uvicorn binds: no Nagle
     listener.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, **{**server_options(app), "log_level": "warning"}))
@@ -33,9 +34,15 @@ def port() -> Iterator[int]:
     thread.start()
     while not server.started:
         time.sleep(0.02)
-    yield listener.getsockname()[1]
+    server.port = listener.getsockname()[1]
+    yield server
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def port(server: uvicorn.Server) -> int:
+    return server.port
 
 
 def connect(port: int) -> socket.socket:
@@ -144,3 +151,24 @@ def test_the_bound_restarts_per_request_and_spares_a_call_slower_than_it(port):
             conn.sendall(half)
         status, answered = answer(read_all(conn))
     assert (status, [r["index"] for r in answered["results"]]) == (200, [1, 0])  # the stub ranks later documents first
+
+
+def test_an_answer_before_the_body_is_whole_ends_the_connection_whatever_comes_after(server):
+    """A body declared past the limit is answered 413 at once, and the gateway's side of the connection is closed
+    after that answer: one more byte from the client (any byte of the body stopped uvicorn's keep-alive timer, and
+    h11 waited for the rest of the body before a next request) does not keep it open; what the client sends is
+    dropped, and the connection is gone once a next head's time is up."""
+    started = time.monotonic()
+    with connect(server.port) as conn:
+        conn.sendall(b"POST /v2/rerank HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % (MAX_BODY_BYTES + 1))
+        time.sleep(0.2)
+        conn.sendall(b"{")
+        status, body = answer(read_all(conn))  # the answer, then the gateway's end of the connection
+        ended = time.monotonic() - started
+        assert (status, body["message"]) == (413, f"the body is larger than the limit of {MAX_BODY_BYTES} bytes")
+        assert ended < TIMEOUT_S
+        conn.sendall(b"x" * 100)  # dropped
+        while server.server_state.connections and time.monotonic() - started < TIMEOUT_S + 1.0:
+            time.sleep(0.05)
+        assert not server.server_state.connections
