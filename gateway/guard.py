@@ -1,5 +1,5 @@
-"""What every API call passes before the app sees it: the API key, when one is set, a body of bounded size that
-arrives in bounded time, and room for it among the bodies the gateway already holds. An ASGI middleware, so a caller
+"""What every API call passes before the app sees it: one framing of its body, the API key, when one is set, a body
+of bounded size that arrives in bounded time, and room for it among the bodies the gateway already holds. An ASGI middleware, so a caller
 without the key, with a too-large or too-slow body or past the gateway's body budget costs no JSON parsing, and the
 body is read once, here, and handed on whole."""
 
@@ -33,6 +33,14 @@ class BodyTooLarge(Exception):
 
 class ClientGone(Exception):
     pass
+
+
+def _framed_twice(scope: Scope) -> bool:
+    """Both Content-Length and Transfer-Encoding: a proxy in front that reads the other framing sees other requests
+    on the connection than the gateway does (request smuggling). RFC 9112, section 6.1: refuse it or read it as
+    chunked, and close the connection after the answer either way."""
+    names = {name for name, _ in scope.get("headers", ())}
+    return b"content-length" in names and b"transfer-encoding" in names
 
 
 def _bearer(scope: Scope) -> bytes:
@@ -99,7 +107,12 @@ class Guard:
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if _framed_twice(scope):  # on every path: the probes' connections are no less shared
+            error = ApiError("invalid", "the request has both Content-Length and Transfer-Encoding: send one of them")
+            return await self._refuse(scope, receive, send, error, Connection="close")
+        if scope["path"] in OPEN_PATHS:
             return await self.app(scope, receive, send)
         # compare_digest: the time taken does not tell how much of a guessed key was right
         if self.key is not None and not hmac.compare_digest(_bearer(scope), self.key):
