@@ -39,9 +39,10 @@ class Settings:
     # server's per-document and per-query byte limits are checked on the parsed body)
     max_body_bytes: int = 32 * 1024 * 1024
     body_timeout_s: float = 30.0  # GATEWAY_BODY_TIMEOUT_S: the whole body must arrive within this, else 408
-    # GATEWAY_MAX_INFLIGHT_BODY_BYTES: bytes of request bodies held at once (read, parsed, answered); a call that would
-    # go past it is refused with 503 and Retry-After, its body read off the connection and dropped, never parsed.
-    # At least max_body_bytes.
+    # GATEWAY_MAX_INFLIGHT_BODY_BYTES: bytes of request bodies held at once, taken as they arrive (a declared length
+    # reserves nothing) and held until the answer (gateway.bodies); a call whose body would go past it is refused with
+    # 503 and Retry-After, the rest of its body read off the connection and dropped, never parsed. At least
+    # max_body_bytes.
     max_inflight_body_bytes: int = 64 * 1024 * 1024
     # GATEWAY_MAX_HEADER_BYTES and GATEWAY_HEADER_TIMEOUT_S: the request line and headers, bounded below the app
     # (gateway.head): 16 KiB is what h11 and Node take by default, 10 s keeps a slow client's connection short

@@ -1,4 +1,4 @@
-"""The gateway's bound on the request bodies it holds at once (gateway.guard.BodyBudget), at the ASGI level: calls
+"""The gateway's bound on the request bodies it holds at once (gateway.bodies.BodyBudget), at the ASGI level: calls
 past it are refused without their body reaching the app (it is read off the connection and dropped), and the room
 comes back when an answer is sent, or when the client goes before it (the app's work cancelled)."""
 
@@ -59,7 +59,7 @@ def test_calls_past_the_body_budget_are_refused_at_once_and_its_room_comes_back(
         held = [asyncio.create_task(call(guard)) for _ in range(2)]
         await asyncio.sleep(0.05)
         refused = await asyncio.gather(call(guard), call(guard))
-        chunked = await call(guard, declared=False)  # no length: it reserves max_body_bytes
+        chunked = await call(guard, declared=False)  # no length: refused on its bytes as they come, as the others
         app.release.set()
         answered = await asyncio.gather(*held)
         after = await call(guard)
