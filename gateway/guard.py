@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .bodies import BodyBudget, BodyTooLarge, HeldBody, OverBudget
+from .bodies import VALUE_BYTES, BodyBudget, BodyTooLarge, HeldBody, OverBudget, TooHeavy
 from .errors import RETRY_AFTER_S, ApiError, compatible_response
 from .settings import Settings
 
@@ -111,8 +111,15 @@ class Guard:
             async with asyncio.timeout_at(deadline):
                 await _receive_body(receive, body)
             return True
-        except OverBudget:
-            await self._refuse_over_budget(scope, receive, send, body, deadline)
+        except (OverBudget, TooHeavy) as refused:
+            body.release()
+            error = self._too_heavy(refused) if isinstance(refused, TooHeavy) else self._over_budget()
+            # within the size limit: the rest is taken off the connection and dropped, so that the client reads the
+            # answer, not a reset (a server closes a connection that has unread bytes with one)
+            with contextlib.suppress(BodyTooLarge, ClientGone, TimeoutError):
+                async with asyncio.timeout_at(deadline):
+                    await _receive_body(receive, body, keep=False)
+            await self._refuse(scope, receive, send, error)
         except BodyTooLarge:
             await self._refuse(scope, receive, send, self._too_large())
         except ClientGone:  # nobody to answer
@@ -122,17 +129,14 @@ class Guard:
             await self._refuse(scope, receive, send, error)
         return False
 
-    async def _refuse_over_budget(self, scope: Scope, receive: Receive, send: Send, body: HeldBody,
-                                  deadline: float) -> None:
-        """503 with Retry-After: the room the body held is given back at once, and its rest is read off the connection
-        and dropped until the body's time is up."""
-        body.release()
-        error = ApiError("overloaded", f"the gateway holds {self.bodies.held} bytes of request bodies, and this one "
-                         f"would take it past its limit of {self.bodies.limit}: retry after {RETRY_AFTER_S} s")
-        with contextlib.suppress(BodyTooLarge, ClientGone, TimeoutError):
-            async with asyncio.timeout_at(deadline):
-                await _receive_body(receive, body, keep=False)
-        await self._refuse(scope, receive, send, error, **{"Retry-After": str(RETRY_AFTER_S)})
+    def _over_budget(self) -> ApiError:
+        return ApiError("overloaded", f"the gateway holds {self.bodies.held} bytes of request bodies, and this one "
+                        f"would take it past its limit of {self.bodies.limit}: retry after {RETRY_AFTER_S} s")
+
+    def _too_heavy(self, heavy: TooHeavy) -> ApiError:
+        return ApiError("too_large", f"the body's JSON holds too many values: {heavy.values} in its first {heavy.size} "
+                        f"bytes, which with them weigh {heavy.weight} (a value weighs {VALUE_BYTES} bytes: what it "
+                        f"takes once parsed), more than the {self.bodies.limit} bytes of bodies the gateway holds at once")
 
 
 async def _answer_unless_gone(answer: Awaitable[None], receive: Receive) -> None:
