@@ -131,3 +131,16 @@ def test_a_body_heavier_than_the_whole_budget_is_413_where_as_many_bytes_of_text
                f"parsed), more than the {budget} bytes of bodies the gateway holds at once")
     assert (status, json.loads(headers[None])["message"]) == (413, message)
     assert (answered, left) == (200, 0)
+
+
+def test_the_default_budget_holds_two_bodies_at_the_size_limit_of_the_most_document_objects():
+    """GATEWAY_MAX_DOCUMENTS objects of three fields, filling GATEWAY_MAX_BODY_BYTES: two of them weigh no more than
+    the default GATEWAY_MAX_INFLIGHT_BODY_BYTES, so two such calls are held at once, as before values were weighed."""
+    settings = Settings()
+    shell, document = '{"query":"q%s","documents":[%s]}', '{"text":"%s","title":"t","url":"u"}'
+    room = (settings.max_body_bytes - len(shell % ("", ""))) // settings.max_documents - len(document % "") - 1
+    documents = ",".join([document % ("x" * room)] * settings.max_documents)
+    body = (shell % ("q" * (settings.max_body_bytes - len(shell % ("", documents))), documents)).encode()
+    values = JsonValues().count(body)
+    assert (len(body), values) == (settings.max_body_bytes, 5 + 7 * settings.max_documents - 1)
+    assert 2 * (len(body) + VALUE_BYTES * values) <= settings.max_inflight_body_bytes
