@@ -1,9 +1,10 @@
 """Errors of the gateway: one `ApiError` with a kind, and each API family's way of answering it.
 
 Kinds: `invalid` (bad input; the message names the caller's field), `empty` (no documents), `not_found` (unknown
-model), `unauthorized` (no or a wrong API key), `too_large` (the body), `body_timeout` (the body came too slowly),
-`header_too_large` and `header_timeout` (the request line and headers, answered before any route: Cohere's shape
-only), `overloaded` (a step refused it as past its work budget), `unavailable` (Triton unreachable or stopping),
+model), `unauthorized` (no or a wrong API key), `too_large` (the body's bytes, or its weight: gateway.bodies),
+`body_timeout` (the body came too slowly), `header_too_large` and `header_timeout` (the request line and headers,
+answered before any route: Cohere's shape only), `overloaded` (a step refused it as past its work budget, or the
+gateway's body budget is full), `unavailable` (Triton unreachable or stopping),
 `timeout`, `backend` (Triton failed the request). One status per kind. Cohere, vLLM and Jina agree on the statuses
 of these and their clients read different keys of one body, so the `/v1/rerank`, `/v2/rerank`, vLLM/Jina `/rerank`
 and `/score` answers carry all of them: `message` (Cohere), `error.message` / `error.param` (vLLM, OpenAI style) and

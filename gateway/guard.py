@@ -1,7 +1,7 @@
-"""What every API call passes before the app sees it: the API key, when one is set, a body of bounded size that
-arrives in bounded time, and room for it among the bodies the gateway already holds. An ASGI middleware, so a caller
-without the key, with a too-large or too-slow body or past the gateway's body budget costs no JSON parsing, and the
-body is read once, here, and handed on whole."""
+"""What every API call passes before the app sees it: one framing of its body, the API key, when one is set, a body
+of bounded size that arrives in bounded time, and room for it, as it arrives, among the bodies the gateway already
+holds (gateway.bodies). An ASGI middleware, so a caller without the key, with a too-large or too-slow body or past
+the gateway's body budget costs no JSON parsing, and the body is read once, here, and handed on whole."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .errors import ApiError, compatible_response
+from .bodies import VALUE_BYTES, BodyBudget, BodyTooLarge, HeldBody, OverBudget, TooHeavy
+from .errors import RETRY_AFTER_S, ApiError, compatible_response
 from .settings import Settings
 
 log = logging.getLogger("gateway")
@@ -27,12 +28,16 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 OPEN_PATHS = frozenset({"/health", "/health/live", "/metrics", "/openapi.json", "/docs", "/redoc"})
 
 
-class BodyTooLarge(Exception):
-    pass
-
-
 class ClientGone(Exception):
     pass
+
+
+def _framed_twice(scope: Scope) -> bool:
+    """Both Content-Length and Transfer-Encoding: a proxy in front that reads the other framing sees other requests
+    on the connection than the gateway does (request smuggling). RFC 9112, section 6.1: refuse it or read it as
+    chunked, and close the connection after the answer either way."""
+    names = {name for name, _ in scope.get("headers", ())}
+    return b"content-length" in names and b"transfer-encoding" in names
 
 
 def _bearer(scope: Scope) -> bytes:
@@ -43,40 +48,14 @@ def _bearer(scope: Scope) -> bytes:
     return b""
 
 
-async def _read_body(receive: Receive, limit: int, keep: bool = True) -> bytes:
-    """The body, up to `limit` bytes; with `keep` False its chunks are read and dropped (a refused call's body is
-    taken off the connection, so that its client gets the answer rather than a reset, without being held)."""
-    chunks, size = [], 0
-    while True:
+async def _receive_body(receive: Receive, body: HeldBody, keep: bool = True) -> None:
+    """The body's chunks into `body` until the last; with `keep` False they are read and dropped (a refused call's
+    body is taken off the connection, so that its client gets the answer rather than a reset, without being held)."""
+    while not body.complete:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientGone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        if keep:
-            chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-class BodyBudget:
-    """Bytes of request bodies held at once, from the first byte read until the answer is sent. A body parsed into
-    Python objects takes many times its size (docs/OPERATIONS.md, Gateway memory), so this bounds the gateway's
-    memory across calls as max_body_bytes bounds one call's. One event loop: no lock."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.held = limit, 0
-
-    def take(self, size: int) -> bool:
-        if self.held + size > self.limit:
-            return False
-        self.held += size
-        return True
-
-    def give(self, size: int) -> None:
-        self.held -= size
+        body.add(message.get("body", b""), last=not message.get("more_body", False), keep=keep)
 
 
 class Guard:
@@ -99,39 +78,65 @@ class Guard:
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if _framed_twice(scope):  # on every path: the probes' connections are no less shared
+            error = ApiError("invalid", "the request has both Content-Length and Transfer-Encoding: send one of them")
+            return await self._refuse(scope, receive, send, error, Connection="close")
+        if scope["path"] in OPEN_PATHS:
             return await self.app(scope, receive, send)
         # compare_digest: the time taken does not tell how much of a guessed key was right
         if self.key is not None and not hmac.compare_digest(_bearer(scope), self.key):
             error = ApiError("unauthorized", "a valid API key is required: send `Authorization: Bearer <key>`")
             return await self._refuse(scope, receive, send, error, **{"WWW-Authenticate": "Bearer"})
-        too_large = ApiError("too_large", f"the body is larger than the limit of {self.max_body_bytes} bytes")
         declared = self._declared_size(scope)
         if declared is not None and declared > self.max_body_bytes:
-            return await self._refuse(scope, receive, send, too_large)
-        held = self.max_body_bytes if declared is None else declared  # a chunked body may take up to the limit
-        if not self.bodies.take(held):
-            error = ApiError("overloaded", f"the gateway holds {self.bodies.held} bytes of request bodies and this one "
-                             f"has up to {held}, past its limit of {self.bodies.limit}: retry after 1 s")
-            with contextlib.suppress(BodyTooLarge, ClientGone, TimeoutError):
-                await asyncio.wait_for(_read_body(receive, self.max_body_bytes, keep=False), self.body_timeout_s)
-            return await self._refuse(scope, receive, send, error, **{"Retry-After": "1"})
+            return await self._refuse(scope, receive, send, self._too_large())
+        body = HeldBody(self.bodies, self.max_body_bytes)
         try:
-            await self._read_and_answer(scope, receive, send, too_large)
+            if await self._read(scope, receive, send, body):
+                await _answer_unless_gone(self.app(scope, _replay(body.whole(), receive), send), receive)
         finally:
-            self.bodies.give(held)
+            body.release()
 
-    async def _read_and_answer(self, scope: Scope, receive: Receive, send: Send, too_large: ApiError) -> None:
+    def _too_large(self) -> ApiError:
+        return ApiError("too_large", f"the body is larger than the limit of {self.max_body_bytes} bytes")
+
+    async def _read(self, scope: Scope, receive: Receive, send: Send, body: HeldBody) -> bool:
+        """Whether the body arrived whole within the body's time, the budget taking it as it came; if not, the call
+        is answered here (nobody, when its client is gone). A client that declares a body and sends it slowly, or not
+        at all, is answered 408 at that time, however much it sent, and holds no more than it sent until then."""
+        deadline = asyncio.get_running_loop().time() + self.body_timeout_s
         try:
-            body = await asyncio.wait_for(_read_body(receive, self.max_body_bytes), self.body_timeout_s)
+            async with asyncio.timeout_at(deadline):
+                await _receive_body(receive, body)
+            return True
+        except (OverBudget, TooHeavy) as refused:
+            body.release()
+            error = self._too_heavy(refused) if isinstance(refused, TooHeavy) else self._over_budget()
+            # within the size limit: the rest is taken off the connection and dropped, so that the client reads the
+            # answer, not a reset (a server closes a connection that has unread bytes with one)
+            with contextlib.suppress(BodyTooLarge, ClientGone, TimeoutError):
+                async with asyncio.timeout_at(deadline):
+                    await _receive_body(receive, body, keep=False)
+            await self._refuse(scope, receive, send, error)
         except BodyTooLarge:
-            return await self._refuse(scope, receive, send, too_large)
+            await self._refuse(scope, receive, send, self._too_large())
         except ClientGone:  # nobody to answer
-            return None
+            pass
         except TimeoutError:
             error = ApiError("body_timeout", f"the body did not arrive within {self.body_timeout_s:g} s")
-            return await self._refuse(scope, receive, send, error)
-        await _answer_unless_gone(self.app(scope, _replay(body, receive), send), receive)
+            await self._refuse(scope, receive, send, error)
+        return False
+
+    def _over_budget(self) -> ApiError:
+        return ApiError("overloaded", f"the gateway holds {self.bodies.held} bytes of request bodies, and this one "
+                        f"would take it past its limit of {self.bodies.limit}: retry after {RETRY_AFTER_S} s")
+
+    def _too_heavy(self, heavy: TooHeavy) -> ApiError:
+        return ApiError("too_large", f"the body's JSON holds too many values: {heavy.values} in its first {heavy.size} "
+                        f"bytes, which with them weigh {heavy.weight} (a value weighs {VALUE_BYTES} bytes: what it "
+                        f"takes once parsed), more than the {self.bodies.limit} bytes of bodies the gateway holds at once")
 
 
 async def _answer_unless_gone(answer: Awaitable[None], receive: Receive) -> None:

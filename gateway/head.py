@@ -41,6 +41,7 @@ class BoundedHead(H11Protocol):
         self.max_bytes, self.timeout_s, self.refused = max_bytes, timeout_s, refused
         self.head_timer: asyncio.TimerHandle | None = None
         self.head_bytes, self.head_tail = 0, b""
+        self.lingering = False  # answered before the body was whole: what comes is dropped
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -51,6 +52,8 @@ class BoundedHead(H11Protocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:
+            return
         if self.head_timer is not None and self._head_grows_past_limit(data):
             error = ApiError("header_too_large", f"the request line and headers are longer than the limit of "
                              f"{self.max_bytes} bytes")
@@ -60,12 +63,17 @@ class BoundedHead(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self.lingering = True
+            self._unset_keepalive_if_required()  # one clock bounds what is left: the head's, below
+            self.transport.write_eof()
         self._follow_head()
 
     def _follow_head(self) -> None:
-        """A head is awaited while h11 waits for the client's next request (IDLE): its clock runs from the first
-        moment the connection is in that state, and stops once the head is whole."""
-        awaited = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+        """A head is awaited while h11 waits for the client's next request (IDLE), or would be after an early
+        answer: its clock runs from the first moment the connection is in that state, and stops once the head is
+        whole."""
+        awaited = (self.conn.their_state is h11.IDLE or self.lingering) and not self.transport.is_closing()
         if awaited and self.head_timer is None:
             self.head_bytes, self.head_tail = 0, b""
             self.head_timer = self.loop.call_later(self.timeout_s, self._head_late)

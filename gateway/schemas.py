@@ -5,6 +5,7 @@ flags are strict: `top_n: true` or `"5"` is refused, not read as 1 or 5."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationInfo, field_validator
@@ -13,34 +14,68 @@ from pydantic_core import PydanticCustomError
 # JSON may spell a lone surrogate ("\\ud800"), which Python decodes into a str that has no UTF-8 form: refused
 # as the caller's error, naming where it is, before anything encodes it.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# Arrays and objects nested in one field's value, the value's own included. A document object is returned as sent,
+# and the answer's serializer gives up past 255 levels (such a call was a 500).
+MAX_DEPTH = 64
 
 
-def _lone_surrogate(value: Any, path: str) -> str | None:
-    """Where in `value` (a field's value: text, an object, a list of them) a string holds a lone surrogate."""
-    if isinstance(value, str):
-        return path if _SURROGATE.search(value) else None
+def _children(value: Any) -> Iterator[tuple[str | int, Any]] | None:
+    """A container's (key or index, item) pairs; None for anything else."""
     if isinstance(value, BaseModel):
         value = dict(value)
     if isinstance(value, dict):
-        # a key is named with its surrogates escaped: the path goes into the error message
-        names = {key: f"{path}.{key.encode('utf-8', 'backslashreplace').decode()}" for key in value}
-        items = [(names[key], key) for key in value] + [(names[key], v) for key, v in value.items()]
-    elif isinstance(value, (list, tuple)):
-        items = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
-    else:
-        return None
-    return next((where for child, v in items if (where := _lone_surrogate(v, child)) is not None), None)
+        return iter(value.items())
+    if isinstance(value, (list, tuple)):
+        return enumerate(value)
+    return None
+
+
+def _path(parts: Sequence[str | int]) -> str:
+    """`documents[0].t\\ud800` from ("documents", 0, "t\ud800"): a key's surrogates escaped, as it goes into a
+    message."""
+    return parts[0] + "".join(f"[{part}]" if isinstance(part, int) else
+                              f".{part.encode('utf-8', 'backslashreplace').decode()}" for part in parts[1:])
+
+
+def _lone_surrogate(parts: Sequence[str | int]) -> PydanticCustomError:
+    return PydanticCustomError("unicode", "not valid Unicode: a lone surrogate (U+D800..U+DFFF) in {where}",
+                               {"where": _path(parts)})
+
+
+def _first_problem(value: Any, field: str) -> PydanticCustomError | None:
+    """The first text in a field's value (at any depth, object keys before their values) that holds a lone
+    surrogate, or the first container nested past MAX_DEPTH, depth first. A loop, not a recursion (a deep value
+    ran out of Python's stack), with one frame per level, and a path made only for the value refused."""
+    parts: list[str | int] = [field]
+    frames: list[Iterator[tuple[str | int, Any]]] = []
+    while True:
+        if isinstance(value, str) and _SURROGATE.search(value):
+            return _lone_surrogate(parts)
+        if (children := _children(value)) is not None:
+            if len(frames) == MAX_DEPTH:
+                return PydanticCustomError("depth", "nested more than {limit} levels deep in {where}",
+                                           {"limit": MAX_DEPTH, "where": _path(parts[:2])})
+            if isinstance(value, dict) and (key := next((k for k in value if _SURROGATE.search(k)), None)):
+                return _lone_surrogate([*parts, key])
+            frames.append(children)
+            parts.append(0)
+        while frames and (step := next(frames[-1], None)) is None:
+            frames.pop()
+            parts.pop()
+        if not frames:
+            return None
+        parts[-1], value = step
 
 
 class RequestBody(BaseModel):
-    """A request body: every text in it, at any depth, must be valid Unicode."""
+    """A request body: every text in it, at any depth, must be valid Unicode, and no value may nest deeper than
+    MAX_DEPTH."""
 
     @field_validator("*")
     @classmethod
     def _valid_unicode(cls, value: Any, info: ValidationInfo) -> Any:
-        if (where := _lone_surrogate(value, info.field_name)) is not None:
-            raise PydanticCustomError("unicode", "not valid Unicode: a lone surrogate (U+D800..U+DFFF) in {where}",
-                                      {"where": where})
+        if (problem := _first_problem(value, info.field_name)) is not None:
+            raise problem
         return value
 
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, TypeAdapter, ValidationError
 
+from .bodies import VALUE_BYTES
+
 
 def _names(value: Any) -> Any:
     """A comma-separated list of names, as the environment spells it ("a, b,,c" -> ("a", "b", "c"))."""
@@ -39,10 +41,13 @@ class Settings:
     # server's per-document and per-query byte limits are checked on the parsed body)
     max_body_bytes: int = 32 * 1024 * 1024
     body_timeout_s: float = 30.0  # GATEWAY_BODY_TIMEOUT_S: the whole body must arrive within this, else 408
-    # GATEWAY_MAX_INFLIGHT_BODY_BYTES: bytes of request bodies held at once (read, parsed, answered); a call that would
-    # go past it is refused with 503 and Retry-After, its body read off the connection and dropped, never parsed.
-    # At least max_body_bytes.
-    max_inflight_body_bytes: int = 64 * 1024 * 1024
+    # GATEWAY_MAX_INFLIGHT_BODY_BYTES: the weight of the request bodies held at once (their bytes, and each JSON value
+    # as gateway.bodies.VALUE_BYTES more), taken as they arrive (a declared length reserves nothing) and held until the
+    # answer; a call whose body would go past it is refused with 503 and Retry-After, the rest of its body read off
+    # the connection and dropped, never parsed, and one that weighs more than all of it with 413. At least
+    # max_body_bytes. 66 MiB: two bodies at max_body_bytes holding max_documents objects of up to three fields each
+    # (7 values a document: 2 x (32 MiB + 70000 x VALUE_BYTES) = 68.5 MB).
+    max_inflight_body_bytes: int = 66 * 1024 * 1024
     # GATEWAY_MAX_HEADER_BYTES and GATEWAY_HEADER_TIMEOUT_S: the request line and headers, bounded below the app
     # (gateway.head): 16 KiB is what h11 and Node take by default, 10 s keeps a slow client's connection short
     max_header_bytes: int = 16 * 1024
@@ -142,7 +147,8 @@ ENVIRONMENT: tuple[tuple[str, str | None, str], ...] = (
     ("GATEWAY_API_KEY_FILE", None, "a file holding the key (a mounted secret); wins over GATEWAY_API_KEY"),
     ("GATEWAY_MAX_BODY_BYTES", "max_body_bytes", "a larger body is refused with 413 before it is read whole"),
     ("GATEWAY_BODY_TIMEOUT_S", "body_timeout_s", "the whole body must arrive within this, else 408"),
-    ("GATEWAY_MAX_INFLIGHT_BODY_BYTES", "max_inflight_body_bytes", "bytes of bodies held at once; past it, 503"),
+    ("GATEWAY_MAX_INFLIGHT_BODY_BYTES", "max_inflight_body_bytes", "bytes of bodies held at once, each JSON "
+     f"value counted as {VALUE_BYTES} more; past it, 503 (413 for a body heavier than all of it)"),
     ("GATEWAY_MAX_HEADER_BYTES", "max_header_bytes", "a longer request line and headers are refused with 431"),
     ("GATEWAY_HEADER_TIMEOUT_S", "header_timeout_s", "a request's line and headers must arrive within this from the "
      "connection's opening or its last answer, else 408 (closed without an answer when nothing came)"),

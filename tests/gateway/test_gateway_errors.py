@@ -12,6 +12,7 @@ from tritonclient.utils import InferenceServerException
 
 from gateway import Settings, create_app
 from gateway.engine_watch import EngineLost
+from gateway.schemas import MAX_DEPTH
 from python_backends.errors import InvalidRequest, Overloaded, StepError
 from reranker_client import CalibrationChangedError
 from reranker_client.healthcheck import DOCUMENTS, QUERY
@@ -259,6 +260,29 @@ def test_text_that_is_not_valid_unicode_is_the_callers_error_naming_where(path, 
     else:
         assert (response.json()["message"], response.json()["error"]["param"]) == (message, field)
     assert stub.calls == []
+
+
+@pytest.mark.parametrize("path", ["/v1/rerank", "/v2/rerank", "/rerank"])
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 400, 900])
+def test_a_document_nested_too_deep_is_the_callers_error_naming_it(path, depth):
+    """A document object nested past the limit is refused as bad input naming the document, however deep (400-900
+    levels ran the Unicode check out of Python's stack, from 256 the answer's serializer: 500s with a traceback);
+    at the limit it is answered, and returned as sent."""
+
+    def documents(levels: int) -> str:  # nested `levels` deep, the documents list and the document object included
+        return '["a", {"text": "b", "x": %s}]' % ("[" * (levels - 2) + "]" * (levels - 2))
+
+    stub = StubClient()
+    with TestClient(create_app(Settings(), client=stub)) as client:
+        refused = client.post(path, content='{"query": "q", "documents": %s}' % documents(depth),
+                              headers={"content-type": "application/json"})
+        within = client.post("/v1/rerank", json={"query": "q", "documents": json.loads(documents(MAX_DEPTH))})
+    assert refused.status_code == 400
+    message = f"documents: nested more than {MAX_DEPTH} levels deep in documents[1]"
+    assert (refused.json()["message"], refused.json()["error"]["param"]) == (message, "documents")
+    assert within.status_code == 200, within.text
+    assert [r["document"] for r in within.json()["results"]] == [json.loads(documents(MAX_DEPTH))[1], {"text": "a"}]
+    assert len(stub.calls) == 1
 
 
 def test_tei_rerank_routes_by_model_like_the_other_routes():

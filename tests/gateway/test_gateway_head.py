@@ -6,8 +6,6 @@ bound are answered as before. Each refusal is counted under the path `head`."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -15,55 +13,23 @@ import pytest
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway import Settings, create_app
-from gateway.__main__ import server_options
-from tests.gateway.stub import StubClient
+from gateway import Settings
+from tests.gateway.sockets import answer, closed_within, connect, one_answer, read_all, serving
 
-MAX_BYTES, TIMEOUT_S = 4096, 1.0
+MAX_BYTES, TIMEOUT_S, MAX_BODY_BYTES = 4096, 1.0, 1000
 LIVE = b"GET /health/live HTTP/1.1\r\nHost: gateway\r\n"
 
 
 @pytest.fixture(scope="module")
-def port() -> Iterator[int]:
-    app = create_app(Settings(max_header_bytes=MAX_BYTES, header_timeout_s=TIMEOUT_S), client=StubClient())
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # as uvicorn binds: no Nagle
-    listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, **{**server_options(app), "log_level": "warning"}))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    yield listener.getsockname()[1]
-    server.should_exit = True
-    thread.join(10)
+def server() -> Iterator[uvicorn.Server]:
+    with serving(Settings(max_header_bytes=MAX_BYTES, header_timeout_s=TIMEOUT_S,
+                          max_body_bytes=MAX_BODY_BYTES)) as running:
+        yield running
 
 
-def connect(port: int) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=10)
-
-
-def read_all(conn: socket.socket) -> bytes:
-    """What the gateway sends until it closes the connection."""
-    chunks = []
-    while chunk := conn.recv(65536):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def one_answer(conn: socket.socket) -> int:
-    """The status of the next answer on a kept-alive connection, read whole (its head and body may come apart)."""
-    reader = conn.makefile("rb")
-    status, length = int(reader.readline().split()[1]), 0
-    while (line := reader.readline()) != b"\r\n":
-        name, _, value = line.partition(b":")
-        length = int(value) if name.lower() == b"content-length" else length
-    reader.read(length)
-    return status
-
-
-def answer(raw: bytes) -> tuple[int, dict]:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(body)
+@pytest.fixture(scope="module")
+def port(server: uvicorn.Server) -> int:
+    return server.port
 
 
 def padded_head(size: int) -> bytes:
@@ -144,3 +110,22 @@ def test_the_bound_restarts_per_request_and_spares_a_call_slower_than_it(port):
             conn.sendall(half)
         status, answered = answer(read_all(conn))
     assert (status, [r["index"] for r in answered["results"]]) == (200, [1, 0])  # the stub ranks later documents first
+
+
+def test_an_answer_before_the_body_is_whole_ends_the_connection_whatever_comes_after(server):
+    """A body declared past the limit is answered 413 at once, and the gateway's side of the connection is closed
+    after that answer: one more byte from the client (any byte of the body stopped uvicorn's keep-alive timer, and
+    h11 waited for the rest of the body before a next request) does not keep it open; what the client sends is
+    dropped, and the connection is gone once a next head's time is up."""
+    started = time.monotonic()
+    with connect(server.port) as conn:
+        conn.sendall(b"POST /v2/rerank HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % (MAX_BODY_BYTES + 1))
+        time.sleep(0.2)
+        conn.sendall(b"{")
+        status, body = answer(read_all(conn))  # the answer, then the gateway's end of the connection
+        ended = time.monotonic() - started
+        assert (status, body["message"]) == (413, f"the body is larger than the limit of {MAX_BODY_BYTES} bytes")
+        assert ended < TIMEOUT_S
+        conn.sendall(b"x" * 100)  # dropped
+        assert closed_within(server, TIMEOUT_S + 1.0 - (time.monotonic() - started))
