@@ -24,13 +24,14 @@ from pathlib import Path
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from python_backends.engine.orphan_guard import GRACE_S, STUB_GRACE_S, alive, children, start_time
+from python_backends.engine.orphan_guard import alive, children
 from reranker_client import RerankClient
 from reranker_client.healthcheck import check
 from tests.support.triton_server import (
     PROBE_DOCUMENTS, PROBE_QUERY, ROOT, RunningServer, probe_ranking, start_server, stop_server, stub_pids,
 )
 from tests.support.gateway import http_status, start_gateway, stop_gateway
+from tests.support.in_flight import IN_FLIGHT_DOCUMENTS, in_flight_outcome
 from tests.support.shared_memory import LEDGER
 from tests.support.waiting import wait_until
 
@@ -231,26 +232,9 @@ IN_FLIGHT = 6  # half over HTTP, half over gRPC
 CLIENT_DEADLINE_S = 5.0
 
 
-def _in_flight_outcome(server: RunningServer, protocol: str) -> tuple[str, float]:
-    """One request large enough to still be in vLLM when the stub is killed: how it ended and when."""
-    client = RerankClient(server.url(protocol), protocol=protocol, max_retries=0, timeout_s=CLIENT_DEADLINE_S)
-    documents = [f"document {i} " + "about the capital cities of Europe and their rivers " * 40 for i in range(64)]
-    started = time.monotonic()
-    try:
-        client.rerank(PROBE_QUERY, documents)
-        return "answered", time.monotonic() - started
-    except InferenceServerException as exc:
-        return f"error: {exc.message()[:60]}", time.monotonic() - started
-    except Exception as exc:  # noqa: BLE001 - the HTTP client's own deadline raises its socket's error
-        return f"client deadline: {type(exc).__name__}", time.monotonic() - started
-    finally:
-        client.close()
-
-
 def _gateway_outcome(gateway_url: str) -> tuple[int, str, float]:
     """The same large request through the gateway (its own deadline, GATEWAY_TIMEOUT_S, is 60 s): status, body, when."""
-    documents = [f"document {i} " + "about the capital cities of Europe and their rivers " * 40 for i in range(64)]
-    body = json.dumps({"query": PROBE_QUERY, "documents": documents}).encode()
+    body = json.dumps({"query": PROBE_QUERY, "documents": IN_FLIGHT_DOCUMENTS}).encode()
     request = urllib.request.Request(f"{gateway_url}/v1/rerank", body, {"Content-Type": "application/json"})
     started = time.monotonic()
     try:
@@ -274,7 +258,8 @@ def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_sh
     gateway = start_gateway(own_server.grpc_url, tmp_path / "gateway.log", GATEWAY_ENGINE_WATCH_S=str(ENGINE_WATCH_S))
     try:
         with ThreadPoolExecutor(max_workers=IN_FLIGHT + 2) as pool:
-            futures = [pool.submit(_in_flight_outcome, own_server, ("http", "grpc")[i % 2]) for i in range(IN_FLIGHT)]
+            futures = [pool.submit(in_flight_outcome, own_server, ("http", "grpc")[i % 2], CLIENT_DEADLINE_S)
+                       for i in range(IN_FLIGHT)]
             through_gateway = [pool.submit(_gateway_outcome, gateway.url) for _ in range(2)]
             time.sleep(1.0)
             os.kill(pid, signal.SIGKILL)
@@ -314,45 +299,6 @@ def test_requests_in_flight_when_the_engine_stub_dies_end_by_the_deadline_and_sh
                           env=dict(os.environ, RUN_DIR=str(own_server.log_path.parent), HTTP_PORT=port))
     assert "was not running" in stop.stdout, stop.stdout + stop.stderr
     assert LEDGER.left_behind(group=own_server.process.pid) == []
-
-
-def _group_members(group: int) -> dict[int, int]:
-    """{pid: start time} of the live processes of a process group (a server's stubs, engine core, guard)."""
-    members = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if os.getpgid(int(proc.name)) == group and (started := start_time(int(proc.name))) is not None:
-                    members[int(proc.name)] = started
-            except ProcessLookupError:
-                continue
-    return members
-
-
-def test_a_server_killed_with_requests_in_flight_leaves_nothing_and_its_ports_serve_again(servers, tmp_path):
-    """SIGKILL of tritonserver while large requests are in vLLM: the engine stub, which waits on its dead server's
-    shared memory deaf to SIGTERM, is killed by the engine step's guard after its grace, the engine core with it; the
-    other stubs exit by themselves; no /dev/shm file of the server stays; and a server starts on the same ports."""
-    server = servers.live()
-    group = server.process.pid
-    with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
-        futures = [pool.submit(_in_flight_outcome, server, ("http", "grpc")[i % 2]) for i in range(IN_FLIGHT)]
-        time.sleep(1.0)
-        LEDGER.sample()
-        members = {pid: started for pid, started in _group_members(group).items() if pid != server.pid}
-        os.kill(server.pid, signal.SIGKILL)
-        server.process.wait()  # reaped, as its supervisor (a shell, systemd) reaps it
-        killed = time.monotonic()
-        outcomes = [f.result(timeout=CLIENT_DEADLINE_S + 30) for f in futures]
-    assert len(members) >= 5, members  # three stubs, the engine core, the guard (and multiprocessing's tracker)
-    assert wait_until(lambda: not any(alive(pid, started) for pid, started in members.items()),
-                      timeout_s=STUB_GRACE_S + GRACE_S + 10), {pid: children(pid) for pid in members}
-    print(f"every process of the killed server ended {time.monotonic() - killed:.1f} s after it;",
-          "requests in flight:", [kind for kind, _ in outcomes])
-    assert LEDGER.left_behind(group=group) == []
-    servers.running = start_server(tmp_path / "restarted.log", ports=server.ports(),
-                                   extra_args=(f"--exit-timeout-secs={EXIT_TIMEOUT_S:.0f}",))
-    assert probe_ranking(servers.running) == [1, 0]
 
 
 def test_engine_frozen_past_the_stub_health_check_never_hangs_the_server(own_server):

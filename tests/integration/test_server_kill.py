@@ -1,0 +1,60 @@
+"""A server killed with requests in flight leaves nothing behind: every process it started ends (the engine stub,
+which waits on its dead server's shared memory deaf to SIGTERM, by the engine step's guard), no /dev/shm file of it
+stays, and a server starts again on its ports."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from python_backends.engine.orphan_guard import GRACE_S, STUB_GRACE_S, alive, children, start_time
+from tests.support.in_flight import in_flight_outcome
+from tests.support.shared_memory import LEDGER
+from tests.support.triton_server import probe_ranking, start_server, stop_server
+from tests.support.waiting import wait_until
+
+IN_FLIGHT = 6  # half over HTTP, half over gRPC
+CLIENT_DEADLINE_S = 5.0  # a request of the killed server fails at once; the deadline only bounds the test
+
+
+def _group_members(group: int) -> dict[int, int]:
+    """{pid: start time} of the live processes of a process group (a server's stubs, engine core, guard)."""
+    members = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if os.getpgid(int(proc.name)) == group and (started := start_time(int(proc.name))) is not None:
+                    members[int(proc.name)] = started
+            except ProcessLookupError:
+                continue
+    return members
+
+
+def test_a_server_killed_with_requests_in_flight_leaves_nothing_and_its_ports_serve_again(tmp_path):
+    server = start_server(tmp_path / "server.log")
+    group = server.process.pid
+    with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+        futures = [pool.submit(in_flight_outcome, server, ("http", "grpc")[i % 2], CLIENT_DEADLINE_S)
+                   for i in range(IN_FLIGHT)]
+        time.sleep(1.0)
+        LEDGER.sample()
+        members = {pid: started for pid, started in _group_members(group).items() if pid != server.pid}
+        os.kill(server.pid, signal.SIGKILL)
+        server.process.wait()  # reaped, as its supervisor (a shell, systemd) reaps it
+        killed = time.monotonic()
+        outcomes = [f.result(timeout=CLIENT_DEADLINE_S + 30) for f in futures]
+    assert len(members) >= 5, members  # three stubs, the engine core, the guard (and multiprocessing's tracker)
+    assert wait_until(lambda: not any(alive(pid, started) for pid, started in members.items()),
+                      timeout_s=STUB_GRACE_S + GRACE_S + 10), {pid: children(pid) for pid in members}
+    print(f"every process of the killed server ended {time.monotonic() - killed:.1f} s after it;",
+          "requests in flight:", [kind for kind, _ in outcomes])
+    assert LEDGER.left_behind(group=group) == []
+    restarted = start_server(tmp_path / "restarted.log", ports=server.ports())
+    try:
+        assert restarted.ports() == server.ports()
+        assert probe_ranking(restarted) == [1, 0]
+    finally:
+        stop_server(restarted)
