@@ -9,7 +9,10 @@ once per process). A Qwen3 checkpoint's encoder tokenizes its documents on the t
 the twin refused (the `tokenizers` library alone), the two alternated request by request, and their ratio. Same
 requests as the GPU benchmark (benchmarks/corpus.py). Printed as a table and written as JSON:
 
-    python -m benchmarks.tokenize_threads --model build/qwen3-tokenizer --out /tmp/tokenize-threads.json
+    python -m benchmarks.tokenize_threads --model MODEL_DIR --compare-tokenizers --out /tmp/tokenize-threads.json
+
+MODEL_DIR: a checkpoint folder (config.json, tokenizer files; a Qwen3 reranker's model card front matter), e.g. one
+that benchmarks/build_models.py built.
 """
 
 from __future__ import annotations
