@@ -1,11 +1,12 @@
 """A server killed with requests in flight leaves nothing behind: every process it started ends (the engine stub,
 which waits on its dead server's shared memory deaf to SIGTERM, by the engine step's guard), no /dev/shm file of it
-stays, and a server starts again on its ports."""
+stays, and its ports are free for the next start (tests/deploy/test_quickstart.py starts servers on given ports)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from python_backends.engine.orphan_guard import GRACE_S, STUB_GRACE_S, alive, children, start_time
 from tests.support.in_flight import in_flight_outcome
 from tests.support.shared_memory import LEDGER
-from tests.support.triton_server import probe_ranking, start_server, stop_server
+from tests.support.triton_server import start_server
 from tests.support.waiting import wait_until
 
 IN_FLIGHT = 6  # half over HTTP, half over gRPC
@@ -33,7 +34,19 @@ def _group_members(group: int) -> dict[int, int]:
     return members
 
 
-def test_a_server_killed_with_requests_in_flight_leaves_nothing_and_its_ports_serve_again(tmp_path):
+def _bindable(port: int) -> bool:
+    """As a server binds it (SO_REUSEADDR, as Triton's HTTP and gRPC servers set): refused only while a process listens
+    on it, not for the closed connections' TIME_WAIT."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_a_server_killed_with_requests_in_flight_leaves_nothing_and_its_ports_free(tmp_path):
     server = start_server(tmp_path / "server.log")
     group = server.process.pid
     with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
@@ -52,9 +65,5 @@ def test_a_server_killed_with_requests_in_flight_leaves_nothing_and_its_ports_se
     print(f"every process of the killed server ended {time.monotonic() - killed:.1f} s after it;",
           "requests in flight:", [kind for kind, _ in outcomes])
     assert LEDGER.left_behind(group=group) == []
-    restarted = start_server(tmp_path / "restarted.log", ports=server.ports())
-    try:
-        assert restarted.ports() == server.ports()
-        assert probe_ranking(restarted) == [1, 0]
-    finally:
-        stop_server(restarted)
+    # what held a port (a stub keeps the server's sockets it inherited) is gone: a server may bind them again
+    assert [name for name, port in server.ports().items() if not _bindable(port)] == []

@@ -53,7 +53,7 @@ class RunningServer:
         return self.grpc_url if protocol == "grpc" else self.http_url
 
     def ports(self) -> dict[str, int]:
-        """Its ports, as start_server takes them."""
+        """Its ports by start_server.sh's names."""
         return {name: int(url.rsplit(":", 1)[1]) for name, url in
                 (("HTTP_PORT", self.http_url), ("GRPC_PORT", self.grpc_url), ("METRICS_PORT", self.metrics_url))}
 
@@ -107,17 +107,17 @@ class RunningServer:
 
 
 def start_server(log_path: Path, model_repository: Path | None = None, extra_args: tuple[str, ...] = (),
-                 traced: bool = False, ports: dict[str, int] | None = None) -> RunningServer:
-    """tritonserver on free loopback ports (or on `ports`: HTTP_PORT, GRPC_PORT, METRICS_PORT), ready; `traced`:
-    exporting traces to a free port of its own (for an OTLP receiver a test starts there). Another process can still
-    take a free port in the minute before the server binds it: such a start is made again on other ports."""
+                 traced: bool = False) -> RunningServer:
+    """tritonserver on free loopback ports, ready; `traced`: exporting traces to a free port of its own (for an
+    OTLP receiver a test starts there). Another process can still take a port in the minute before the server binds
+    it: such a start is made again on other ports."""
     with one_load_at_a_time():
-        for _ in range(START_ATTEMPTS - 1 if ports is None else 0):
+        for _ in range(START_ATTEMPTS - 1):
             try:
                 return _start_once(log_path, model_repository, extra_args, traced)
             except PortTaken:
                 pass
-        return _start_once(log_path, model_repository, extra_args, traced, ports)
+        return _start_once(log_path, model_repository, extra_args, traced)
 
 
 class PortTaken(RuntimeError):
@@ -125,8 +125,8 @@ class PortTaken(RuntimeError):
 
 
 def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple[str, ...],
-                traced: bool, ports: dict[str, int] | None = None) -> RunningServer:
-    ports = ports or {"HTTP_PORT": free_port(), "GRPC_PORT": free_port(), "METRICS_PORT": free_port()}
+                traced: bool) -> RunningServer:
+    ports = {"HTTP_PORT": free_port(), "GRPC_PORT": free_port(), "METRICS_PORT": free_port()}
     admin_key = secrets.token_urlsafe(16)
     env = dict(os.environ, TRITON_ADMIN_KEY=admin_key, RUN_DIR=str(log_path.parent),  # its pid file goes beside the log
                **{key: str(value) for key, value in ports.items()})
