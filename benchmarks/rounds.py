@@ -51,18 +51,12 @@ def median_level(levels: list[dict]) -> dict:
 def merge(earlier: dict | None, new: dict) -> dict:
     """A system's result after one more round: the first round's result (probes, start-up, logs) with `levels`
     the median per concurrency over every round so far; each round's own levels under `round_levels`."""
-    if earlier is None:
-        merged = dict(new)
-        merged["round_levels"] = [new.get("levels", [])]
-        merged["round_status"] = [new.get("status")]
-        merged["round_startup_s"] = [new.get("startup_s")]
-    else:
-        merged = dict(earlier)
-        merged["round_levels"] = earlier["round_levels"] + [new.get("levels", [])]
-        merged["round_status"] = earlier["round_status"] + [new.get("status")]
-        merged["round_startup_s"] = earlier["round_startup_s"] + [new.get("startup_s")]
-        if new.get("status") == "error" and merged.get("status") == "ok":
-            merged["status"] = "partial"
+    merged = dict(new if earlier is None else earlier)
+    for key, value in (("round_levels", new.get("levels", [])), ("round_status", new.get("status")),
+                       ("round_startup_s", new.get("startup_s"))):
+        merged[key] = (earlier or {}).get(key, []) + [value]
+    if earlier is not None and new.get("status") == "error" and merged.get("status") == "ok":
+        merged["status"] = "partial"
     by_level: dict[int, list[dict]] = {}
     for levels in merged["round_levels"]:
         for lv in levels:

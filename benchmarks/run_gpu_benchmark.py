@@ -146,7 +146,8 @@ def main(argv=None) -> int:
     log(f"environment {results['environment']}")
     systems = chosen(args.systems, results)
     n_rounds = args.rounds or (1 if s.tiny else 2)
-    log(f"device {s.device}, systems {systems}, model {s.hub_id} ({s.variant}), plan {s.plan()} x {n_rounds} round(s), out {s.out}"
+    log(f"device {s.device}, systems {systems}, model {s.hub_id} ({s.variant}), plan {s.plan()} x {n_rounds} "
+        f"round(s), out {s.out}"
         + (f", deadline {args.deadline:.0f} s" if args.deadline else ""))
     ok = True
     base = args.base or not (args.sweep or args.config_point)
