@@ -22,7 +22,7 @@ from python_backends.model_repository import (
     CALIBRATE, ENGINE, ENGINE_CONFIG, PREPROCESS, REPOSITORY, read_config, set_parameters, variant_file, write_config,
 )
 from tools.local_server import free_port, http_ok
-from tests.support.triton_server import RunningServer
+from tests.support.triton_server import RunningServer, group_pids
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -208,16 +208,3 @@ def test_stop_server_stops_a_server_start_server_started_in_the_background(tmp_p
         assert not pid_file.exists()
     finally:  # a failed assertion leaves no server: the script stops it only while its pid file still names it
         subprocess.run(["bash", str(STOP)], capture_output=True, env={**os.environ, "RUN_DIR": str(tmp_path), "GRACE_S": "5"})
-
-
-def group_pids(pgid: int) -> list[int]:
-    """The live processes of a process group (read from /proc)."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in "ZX" and int(fields[2]) == pgid:
-            pids.append(int(stat.parent.name))
-    return pids

@@ -9,29 +9,15 @@ import signal
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from python_backends.engine.orphan_guard import GRACE_S, STUB_GRACE_S, alive, children, start_time
 from tests.support.in_flight import in_flight_outcome
 from tests.support.shared_memory import LEDGER
-from tests.support.triton_server import start_server
+from tests.support.triton_server import group_pids, start_server
 from tests.support.waiting import wait_until
 
 IN_FLIGHT = 6  # half over HTTP, half over gRPC
 CLIENT_DEADLINE_S = 5.0  # a request of the killed server fails at once; the deadline only bounds the test
-
-
-def _group_members(group: int) -> dict[int, int]:
-    """{pid: start time} of the live processes of a process group (a server's stubs, engine core, guard)."""
-    members = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if os.getpgid(int(proc.name)) == group and (started := start_time(int(proc.name))) is not None:
-                    members[int(proc.name)] = started
-            except ProcessLookupError:
-                continue
-    return members
 
 
 def _bindable(port: int) -> bool:
@@ -54,7 +40,7 @@ def test_a_server_killed_with_requests_in_flight_leaves_nothing_and_its_ports_fr
                    for i in range(IN_FLIGHT)]
         time.sleep(1.0)
         LEDGER.sample()
-        members = {pid: started for pid, started in _group_members(group).items() if pid != server.pid}
+        members = {pid: start_time(pid) for pid in group_pids(group) if pid != server.pid}
         os.kill(server.pid, signal.SIGKILL)
         server.process.wait()  # reaped, as its supervisor (a shell, systemd) reaps it
         killed = time.monotonic()

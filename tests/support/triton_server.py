@@ -193,6 +193,19 @@ def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
     return server.process.returncode
 
 
+def group_pids(pgid: int) -> list[int]:
+    """The live processes of a process group (read from /proc)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in "ZX" and int(fields[2]) == pgid:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
 def stub_pids(server: RunningServer, model: str) -> list[int]:
     """Python-backend stub processes of one model of this server (start_server.sh execs tritonserver, so the
     Popen pid is the server's; each stub's command line names its model.py and the server's pid)."""
