@@ -87,6 +87,9 @@ def cross_check(results: dict) -> dict:
     probes = {k: results[k]["probe"] for k in load_keys(results) if results[k].get("probe")}
     if results.get("triton", {}).get("probe_http"):
         probes["triton_http"] = results["triton"]["probe_http"]
+    for again in ("probe_repeat", "probe_alone"):  # the direct engine's own scores, its steps shared differently
+        if results.get("async_llm", {}).get(again):
+            probes[f"async_llm_{again.split('_')[1]}"] = results["async_llm"][again]
     out = {}
     base = [k for k in probes if "@" not in k]
     for i, a in enumerate(base):

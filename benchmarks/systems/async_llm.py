@@ -71,8 +71,21 @@ def run(s: Settings, result: dict, pgid_file=None) -> None:
         outputs = await pooled(engine, work.token_ids[k], work.types[k], f"r{k}-{next(counter)}")
         return [float(data.reshape(-1)[0]) for data in outputs]
 
+    async def alone(k: int) -> list[float]:
+        """Each sequence of request k in a step of its own: a batch composition no server shares."""
+        outputs = [(await pooled(engine, [ids], [work.types[k][i]] if work.types[k] else None,
+                                 f"a{k}-{i}-{next(counter)}"))[0] for i, ids in enumerate(work.token_ids[k])]
+        return [float(data.reshape(-1)[0]) for data in outputs]
+
+    async def scored_again():
+        """The probes again after the levels, as before and alone: what the engine's own scores move by when only
+        the steps they share change (the cross-check's yardstick for another system's difference)."""
+        await drive(s, work, score, score, result, deadline)
+        for key, way in (("probe_repeat", score), ("probe_alone", alone)):
+            result[key] = [{"request": p["request"], "raw": await way(p["request"])} for p in result["probe"]]
+
     try:
-        asyncio.run(drive(s, work, score, score, result, deadline))
+        asyncio.run(scored_again())
         result["workload"] = work.describe()
     finally:
         engine.shutdown()

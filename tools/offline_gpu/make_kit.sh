@@ -56,8 +56,10 @@ PIP_DL="python3 -m pip download -q --no-deps --only-binary=:all: --python-versio
 # that accepts 0.1.9 and transformers 5; 0.2.5.post1 wants transformers < 5), and 0.24.0 pins
 # diskcache==5.6.3. pydantic 2.14.4 wants pydantic-core 2.50.5 and typing-extensions >= 4.16.
 # The heavy pins the two share or differ in (flashinfer, humming/quack/tilelang kernels, numba) are not packed: a
-# pooling model on an H200 does not load them (NOTES.md). cutlass-dsl is, from 0.34.0: its kernel warm-up imports
-# the MiniMax-M3 CuTe DSL kernels (`import cutlass`) on every CUDA start, whatever the model.
+# pooling model on an H200 does not load them (NOTES.md). cutlass-dsl and quack-kernels are, from 0.34.0: its CUDA
+# kernel warm-up imports the MiniMax-M3 kernels on every start, whatever the model, and they `import cutlass` and
+# `from quack.compile_utils import ...` (quack-kernels 0.6.5, pure Python; its other needs are satisfied: einops is
+# on the host, apache-tvm-ffi 0.1.11 is packed, and torch 2.14 has the DLPack exchange API torch-c-dlpack-ext adds).
 # compressed-tensors (and its loguru) are what `quantization="fp8"` imports: the benchmark's FP8 sweep point
 # failed without them on 2026-12-03 (ModuleNotFoundError); both releases pin 0.17.0.
 SHARED_PINS="compressed-tensors==0.17.0 loguru==0.7.3 llguidance==1.7.6 openai==3.57.0 jiter==0.19.0
@@ -78,7 +80,7 @@ PINS_0340="$(echo "$SHARED_PINS" | sed 's/openai-harmony==0.0.8/oss-harmony==0.0
  apache-tvm-ffi==0.1.11 torchvision==0.29.0 orjson==3.13.0 huggingface-hub==2.4.0 transformers==5.22.2
  tokenizers==0.23.3 pillow==13.0.0 aiohttp==3.14.5 certifi==2026.10.19.post1 filelock==4.3.2
  nvidia-cutlass-dsl==4.8.0 nvidia-cutlass-dsl-libs-base==4.8.0 nvidia-cutlass-dsl-libs-core==4.8.0
- nvidia-cutlass-dsl-libs-cu13==4.8.0"
+ nvidia-cutlass-dsl-libs-cu13==4.8.0 quack-kernels==0.6.5"
 case "$V" in
   0.26.0) DEPS="$SHARED_PINS xgrammar==0.2.7 apache-tvm-ffi==0.1.10" ;;
   0.24.0) DEPS="$SHARED_PINS xgrammar==0.2.3 apache-tvm-ffi==0.1.9 diskcache==5.6.3" ;;
