@@ -28,7 +28,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from .app import create_app
 
-    app = create_app(Settings.from_env())
+    try:
+        app = create_app(Settings.from_env())
+    except ValueError as exc:  # a setting, or a profile file, the gateway cannot start with: one line naming it
+        raise SystemExit(f"reranker-gateway: {exc}") from None
     uvicorn.run(app, **server_options(app))
 
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, TypeAdapter, ValidationError
 
+from python_backends.calibrate.profile_schema import CalibrationProfileError, load_profile
+
 from .bodies import VALUE_BYTES
 
 
@@ -131,6 +133,15 @@ class ShadowSettings:
                             ("TOP_K", self.top_k), ("DRIFT_WINDOW", self.drift_window)):
             if value < 1:
                 raise ValueError(f"GATEWAY_SHADOW_{name}={value} must be at least 1")
+        if self.profile is not None:
+            if not self.profile.is_file():
+                raise ValueError(f"GATEWAY_SHADOW_PROFILE={self.profile} is not a file (a second ensemble's profile "
+                                 "is DIR/NAME_calibrate/profiles/<its file>, which `reranker-model ensemble NAME DIR` "
+                                 "prints)")
+            try:
+                load_profile(self.profile)  # read again at start; a broken one refused here, with the setting named
+            except CalibrationProfileError as exc:
+                raise ValueError(f"GATEWAY_SHADOW_PROFILE: {exc}") from None
 
 
 # Every environment variable the gateway reads, with the setting it fills (None: none of its own) and what it means:

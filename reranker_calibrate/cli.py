@@ -19,12 +19,15 @@ import hashlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from python_backends.calibrate.profile_schema import CalibrationProfileError, dump_profile, load_profile
 from python_backends.calibrate.profiles import CALIBRATORS, SCORE_TYPES
 from python_backends.model_source import local_identity
 
-from .pair_scoring import PrecomputedScorer, Scorer, ScoringError, TritonScorer, read_pairs, write_scored
+from .pair_scoring import (
+    LabelledPair, PrecomputedScorer, Scorer, ScoreResult, ScoringError, TritonScorer, read_pairs, write_scored,
+)
 from .selection import analyse
 
 
@@ -113,11 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    try:
-        from .report import write_report  # matplotlib, for this command only
-    except ModuleNotFoundError as e:
-        raise SystemExit(f"error: the report needs {e.name}: pip install -r requirements/calibration.txt") from None
-
     pairs = read_pairs(args.data)
     scorer: Scorer
     if args.raw_scores_from is not None:
@@ -128,42 +126,44 @@ def _fit(args: argparse.Namespace) -> int:
             args.url, args.model_name, args.concurrency, args.instruction, args.timeout, progress=not args.quiet
         )
         source = f"triton {args.model_name} at {args.url}"
-    scores = scorer.score(pairs)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    write_scored(args.out_dir / "scored.jsonl", pairs, scores.raw_scores)
+    lines = fit_and_write(
+        args.data, pairs, scorer.score(pairs), source, args.out_dir / f"{args.name}.json", args.out_dir,
+        checkpoint=local_identity(args.model),  # bound to the checkpoint where its files are here
+        quiet=args.quiet, name=args.name, version=args.version, model=args.model, score_type=args.score_type,
+        methods=args.methods, n_folds=args.folds, target_smoothing=args.target_smoothing, n_bins=args.bins,
+        target_precision=args.target_precision, target_recall=args.target_recall, old_thresholds=args.old_thresholds,
+    )
+    print("\n".join(lines))
+    return 0
+
+
+def fit_and_write(data: Path, pairs: Sequence[LabelledPair], scores: ScoreResult, source: str, profile_path: Path,
+                  report_dir: Path, checkpoint: str | None, quiet: bool = False, **analysis: Any) -> list[str]:
+    """Fit every method on the scored pairs (`analysis`: `selection.analyse`'s arguments), write the chosen profile
+    to `profile_path` and scored.jsonl, report.md and report.png to `report_dir`; the lines that say so."""
+    try:
+        from .report import write_report  # matplotlib, for fitting only
+    except ModuleNotFoundError as e:
+        raise SystemExit(f"error: the report needs {e.name}: pip install -r requirements/calibration.txt") from None
+
+    report_dir.mkdir(parents=True, exist_ok=True)
+    write_scored(report_dir / "scored.jsonl", pairs, scores.raw_scores)
     provenance = {
-        "data": args.data.name,
-        "data_sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
+        "data": data.name,
+        "data_sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
         "raw_scores": source,
         "fitted_at": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
     }
-    if not args.quiet:
-        print(f"fitting {len(args.methods)} methods, {args.folds} folds by query, on {len(pairs)} pairs", file=sys.stderr)
-    run = analyse(
-        pairs,
-        scores,
-        name=args.name,
-        version=args.version,
-        model=args.model,
-        score_type=args.score_type,
-        methods=args.methods,
-        n_folds=args.folds,
-        target_smoothing=args.target_smoothing,
-        n_bins=args.bins,
-        target_precision=args.target_precision,
-        target_recall=args.target_recall,
-        old_thresholds=args.old_thresholds,
-        provenance=provenance,
-    )
-    run.profile.checkpoint = local_identity(args.model)  # bound to the checkpoint where its files are here
-    profile_path = args.out_dir / f"{args.name}.json"
+    if not quiet:
+        print(f"fitting {len(analysis.get('methods', CALIBRATORS))} methods, {analysis.get('n_folds', 5)} folds by "
+              f"query, on {len(pairs)} pairs", file=sys.stderr)
+    run = analyse(pairs, scores, provenance=provenance, **analysis)
+    run.profile.checkpoint = checkpoint
     dump_profile(run.profile, profile_path)
-    md, png = write_report(run, args.out_dir, profile_path.name)
+    md, png = write_report(run, report_dir, profile_path.name)
     m = run.chosen.metrics
-    print(f"chosen: {run.profile.method} (held-out log-loss {m.log_loss:.4f}, ECE {m.ece:.4f})")  # type: ignore[union-attr]
-    print(f"profile: {profile_path}")
-    print(f"report: {md} ({png.name})")
-    return 0
+    return [f"chosen: {run.profile.method} (held-out log-loss {m.log_loss:.4f}, ECE {m.ece:.4f})",  # type: ignore[union-attr]
+            f"profile: {profile_path}", f"report: {md} ({png.name})"]
 
 
 def _evaluate(args: argparse.Namespace) -> int:

@@ -3,13 +3,15 @@
     reranker-model check MODEL [--load]
     reranker-model add NAME MODEL [--documents sample.jsonl] [--gpu] [--max-model-len N] [--force]
                        [--max-query-words N] [--accept-truncation]
+    reranker-model fit NAME pairs.jsonl [--version V] [--report-dir DIR]
     reranker-model score NAME pairs.jsonl -o scores.jsonl
     reranker-model ensemble NAME DIR [--as ENSEMBLE]
     tritonserver --model-config-name=NAME   (scripts/start_server.sh --model-config-name=NAME)
     tritonserver --model-repository=model_repository --model-repository=DIR   (both models side by side)
 
 MODEL is a folder with config.json, package:<module>/<dir>, or a hub id in the local Hugging Face cache. `score`
-writes each pair with its raw_score, which `reranker-calibrate fit --raw-scores-from` reads.
+writes each pair with its raw_score, which `reranker-calibrate fit --raw-scores-from` reads; `fit` does both and
+installs the profile the variant serves.
 """
 
 from __future__ import annotations
@@ -70,6 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--preprocess-instances", type=int)
     add.add_argument("--tokenizer-threads", type=int)
     add.add_argument("--queue-delay-us", type=_queue_delays, help="PREPROCESS,ENGINE,CALIBRATE max_queue_delay")
+    fit = sub.add_parser("fit", help="score labelled pairs through the variant, fit its calibration and install "
+                                     "the profile it serves")
+    fit.add_argument("name", help="a variant (configs/NAME.pbtxt), or 'default' for config.pbtxt")
+    fit.add_argument("pairs", type=Path, help='JSONL: {"query", "document", "label": 0|1[, "instruction"]}')
+    fit.add_argument("--version", help="the profile's version (default: today's date and the day's count, "
+                                       "e.g. 2026-12-06.1)")
+    fit.add_argument("--report-dir", type=Path, help="scored.jsonl, report.md and report.png (default: "
+                                                     "build/calibration/NAME)")
+    fit.add_argument("--instruction", help="a yes/no reranker's instruction for lines without their own")
+    fit.add_argument("--quiet", action="store_true", help="no progress bar")
     score = sub.add_parser("score", help="raw scores of pairs through the variant's preprocess and engine, no Triton")
     score.add_argument("name", help="a variant (configs/NAME.pbtxt), or 'default' for config.pbtxt")
     score.add_argument("pairs", type=Path, help='JSONL: {"query", "document", ...}; other fields are kept')
@@ -200,8 +212,18 @@ def run_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_fit(args: argparse.Namespace) -> int:
+    from .fitting import fit_variant
+
+    report_dir = args.report_dir or Path("build") / "calibration" / args.name
+    print("\n".join(fit_variant(args.repository, args.name, args.pairs, report_dir, args.version, args.instruction,
+                                args.quiet)))
+    return 0
+
+
 def run_ensemble(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .beside import Beside
+    from .fitting import shown as _shown
 
     name = args.ensemble or args.name
     beside = Beside(args.repository, args.name, args.out, name, tuple(["reranker-model", *argv[argv.index("ensemble"):]]))
@@ -213,11 +235,6 @@ def run_ensemble(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"serve both: scripts/start_server.sh --model-repository={_shown(args.out)} "
           f"(tritonserver --model-repository={_shown(args.repository)} --model-repository={_shown(args.out)})")
     return 0
-
-
-def _shown(path: Path) -> str:
-    """A path as the user would type it here: relative to the working directory when under it."""
-    return str(path.resolve().relative_to(Path.cwd())) if path.resolve().is_relative_to(Path.cwd()) else str(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -235,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_add(args, argv)
         if args.command == "ensemble":
             return run_ensemble(args, argv)
+        if args.command == "fit":
+            return run_fit(args)
         return run_score(args)
     except (RefusedModel, ValueError, FileNotFoundError) as exc:
         print(f"reranker-model {args.command}: refused: {exc}", file=sys.stderr)

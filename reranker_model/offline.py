@@ -70,29 +70,36 @@ def read_pair_rows(path: Path) -> list[dict[str, Any]]:
             row = json.loads(line)
             if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("query", "document")):
                 raise ValueError(f"{path}:{number}: expected a JSON object with string 'query' and 'document'")
+            if not isinstance(row.get("instruction", ""), str):
+                raise ValueError(f"{path}:{number}: 'instruction' must be a string")
             rows.append(row)
     return rows
 
 
+def requests_of(rows: list[dict[str, Any]], instruction: str | None, max_documents: int
+                ) -> list[tuple[str, str | None, list[int]]]:
+    """The requests a served client would send for the rows: (query, instruction, row indices), one per query and
+    instruction (a row's own "instruction", else `instruction`), at most `max_documents` rows each, in row order."""
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    for index, row in enumerate(rows):
+        groups.setdefault((row["query"], row.get("instruction", instruction)), []).append(index)
+    return [(query, asked, indices[start:start + max_documents])
+            for (query, asked), indices in groups.items() for start in range(0, len(indices), max_documents)]
+
+
 def score_rows(repository: Path, name: str, rows: list[dict[str, Any]], instruction: str | None = None,
                progress: bool = True) -> ScoredPairs:
-    """Every row with its raw_score, scored one query (with all its documents) per request."""
+    """Every row with its raw_score, scored as `requests_of` groups them: each pair as a served request scores it."""
     from tqdm import tqdm
 
-    groups: dict[str, list[int]] = {}
-    for index, row in enumerate(rows):
-        groups.setdefault(row["query"], []).append(index)
     scored = [dict(row) for row in rows]
     with open_variant(repository, name) as (preprocess, engine):
         started = time.monotonic()
         with tqdm(total=len(rows), unit="pair", file=sys.stderr, disable=not progress, desc="scoring") as bar:
-            for query, indices in groups.items():
-                step = preprocess.limits.max_documents  # a request holds at most this many, as a served one
-                for start in range(0, len(indices), step):
-                    chunk = indices[start:start + step]
-                    scores = raw_scores(preprocess, engine, query, [rows[i]["document"] for i in chunk], instruction)
-                    for index, score in zip(chunk, scores.tolist()):
-                        scored[index]["raw_score"] = score
-                    bar.update(len(chunk))
+            for query, asked, chunk in requests_of(rows, instruction, preprocess.limits.max_documents):
+                scores = raw_scores(preprocess, engine, query, [rows[i]["document"] for i in chunk], asked)
+                for index, score in zip(chunk, scores.tolist()):
+                    scored[index]["raw_score"] = score
+                bar.update(len(chunk))
         seconds = time.monotonic() - started
     return ScoredPairs(scored, seconds)

@@ -55,3 +55,19 @@ def test_help_prints_every_variable_and_starts_nothing():
     wrong = subprocess.run([sys.executable, "-m", "gateway", "--port", "1"], capture_output=True, text=True, timeout=60)
     assert (wrong.returncode, wrong.stderr.splitlines()[-1]) == (
         2, "reranker-gateway: error: unrecognized arguments: --port 1")
+
+
+def test_a_setting_it_cannot_start_with_is_one_line_naming_it(tmp_path):
+    """A shadow profile path that is not a file, and one that is not a profile: refused at start in one line, no
+    traceback, exit status 1."""
+    broken = tmp_path / "broken.json"
+    broken.write_text("{}")
+    for path, says in ((tmp_path / "gone.json", f"GATEWAY_SHADOW_PROFILE={tmp_path / 'gone.json'} is not a file"),
+                       (broken, str(broken))):
+        env = {"PATH": "/usr/bin:/bin", "GATEWAY_SHADOW_MODEL": "candidate", "GATEWAY_SHADOW_PROFILE": str(path),
+               "GATEWAY_PORT": "0"}
+        done = subprocess.run([sys.executable, "-m", "gateway"], capture_output=True, text=True, timeout=60, env=env,
+                              cwd=ROOT)
+        assert done.returncode == 1, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith("reranker-gateway: ") and says in line, line

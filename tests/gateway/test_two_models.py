@@ -46,10 +46,12 @@ pytestmark = pytest.mark.integration
 
 DOC = ROOT / "docs" / "YOUR_MODEL.md"
 SHOWN_ROOT = "/work/main"  # the checkout the page's outputs were taken in
-SHOWN_MODEL, SHOWN_NO_TOKENIZER = "/tmp/tiny-bert", "/tmp/no-tokenizer"
+SHOWN_MODEL, SHOWN_NO_TOKENIZER = "/tmp/tiny-bert-ce", "/tmp/no-tokenizer"
 QUERIES = ["what is the capital of france", "which city has the eiffel tower", "how fast is a train",
            "what do cats eat", "where do people live in winter", "who built the tower"]
 OFFLINE_TOLERANCE = 1e-5  # max |offline - served| raw score on CPU
+ENGINE_COMMANDS = ("score", "fit")  # run as the user types them, in a process of their own: the engine ends with it
+PROFILE = "build/beside/tiny-bert_calibrate/profiles/tiny-bert-ce.json"  # the second ensemble's copy of the profile
 DOCUMENTS = ["paris is the capital of france", "bananas are yellow", "berlin is the capital of germany",
              "the eiffel tower is in paris", "cats eat fish", "trains run fast on the road"]
 
@@ -81,6 +83,7 @@ def normalized(text: str, workspace: "Workspace") -> str:
                           (str(ROOT), SHOWN_ROOT)):
         text = text.replace(actual, shown)
     text = re.sub(r"\d+ pairs in [\d.]+ s: [\d.]+ pairs/s", "N pairs in T s: R pairs/s", text)
+    text = re.sub(r"^(scored \d+ pairs .*) in [\d.]+ s$", r"\1 in T s", text, flags=re.M)
     text = re.sub(r"\d{4}-\d{2}-\d{2}\.\d+", "DATE", text)
     text = re.sub(r'"id":"[^"]*"', '"id":"ID"', text)
     text = re.sub(r"^(gateway_shadow\S*) \S+$", r"\1 VALUE", text, flags=re.M)
@@ -109,7 +112,7 @@ class Workspace:
             key, _, value = words.pop(0).partition("=")
             env[key] = str(self.root / value) if value.startswith("build/") else value
         tool, args = words[0], words[1:]
-        if tool == "reranker-model" and args[0] != "score":
+        if tool == "reranker-model" and args[0] not in ENGINE_COMMANDS:
             return self._in_process(args)
         if tool in ("reranker-model", "reranker-calibrate"):
             module = {"reranker-model": "reranker_model", "reranker-calibrate": "reranker_calibrate.cli"}[tool]
@@ -118,7 +121,7 @@ class Workspace:
             argv = [sys.executable, "-c", code] if code else [sys.executable, "-m", module]
             done = subprocess.run([*argv, *extra, *args], cwd=self.root, capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, done.stderr[-4000:]
-            return done.stdout.splitlines()[-1] if tool == "reranker-model" else done.stdout
+            return done.stdout
         if tool == "cp":
             shutil.copyfile(self.root / args[0], self.root / args[1])
             return ""
@@ -209,7 +212,7 @@ def settle(gateway: RunningGateway, calls: int | None = None, timeout_s: float =
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     root = tmp_path_factory.mktemp("your_model")
     copy_repository(root / "model_repository")
-    model = root / "tiny-bert"  # the folder's name is the profile's (profiles/tiny-bert.json)
+    model = root / "tiny-bert-ce"  # the folder's name is the profile's (profiles/tiny-bert-ce.json), not the variant's
     shutil.copytree(session_models(tmp_path_factory)["bert"], model)
     no_tokenizer = root / "no-tokenizer"
     shutil.copytree(model, no_tokenizer, ignore=shutil.ignore_patterns("tokenizer.json"))
@@ -231,6 +234,13 @@ def test_each_documented_command_prints_what_the_page_shows(workspace, index):
     command, output = workspace.outputs[index]
     assert normalized(output, workspace) == normalized(command.shown, workspace), (
         f"$ {command.line}\n--- printed ---\n{output}")
+
+
+def fitted_tag(workspace: Workspace) -> str:
+    """NAME@VERSION of the profile the page's `fit` installed (its version carries the day it ran)."""
+    tag = load_profile(workspace.root / PROFILE).tag
+    assert tag.startswith("tiny-bert-ce@") and not tag.endswith("-unfitted"), tag
+    return tag
 
 
 def client_of(workspace: Workspace, model: str, protocol: str) -> RerankClient:
@@ -255,7 +265,7 @@ def test_both_ensembles_answer_with_their_own_scores_and_profiles(workspace, pro
         finally:
             client.close()
     assert answers["reranker"].calibration.startswith("all-minilm-l6-v2@")
-    assert answers["tiny-bert"].calibration == "tiny-bert@2026-12-03.1"
+    assert answers["tiny-bert"].calibration == fitted_tag(workspace)
     assert answers["reranker"].results[0].index == 0  # MiniLM finds Paris
     assert answers["tiny-bert"].raw_scores.shape == (len(DOCUMENTS),)
     assert not np.allclose(answers["reranker"].raw_scores, answers["tiny-bert"].raw_scores)
@@ -269,7 +279,7 @@ def test_the_gateway_routes_by_model_and_names_the_served_ones(workspace):
         assert status == 200, body
         tags[model] = body["meta"]["calibration"]
     assert tags["reranker"].startswith("all-minilm-l6-v2@")
-    assert tags["tiny-bert"] == tags[None] == "tiny-bert@2026-12-03.1"
+    assert tags["tiny-bert"] == tags[None] == fitted_tag(workspace)
     status, body = post(gateway, {"model": "bge", "query": "q", "documents": ["d"]})
     assert (status, body["message"]) == (404, "model 'bge' is not served here; served: tiny-bert, reranker "
                                               "(GET /health lists them)")
@@ -307,7 +317,7 @@ def shadowed_series(workspace: Workspace, name: str, **env: str) -> dict[str, fl
 
 
 def test_the_shadow_series_are_the_disagreeing_candidates_statistics(workspace):
-    profile = workspace.root / "build/beside/tiny-bert_calibrate/profiles/tiny-bert.json"
+    profile = workspace.root / PROFILE
     values = shadowed_series(workspace, "shadow-tiny", GATEWAY_SHADOW_MODEL="tiny-bert",
                              GATEWAY_SHADOW_PROFILE=str(profile))
     labels = {"primary": "reranker", "candidate": "tiny-bert"}
@@ -320,7 +330,7 @@ def test_the_shadow_series_are_the_disagreeing_candidates_statistics(workspace):
     assert values[key("gateway_shadow_calls_total", **labels, outcome="compared")] == len(QUERIES)
     assert values[key("gateway_shadow_spearman_sum", **labels)] == pytest.approx(sum(rho), abs=1e-6)
     assert values[key("gateway_shadow_top_k_overlap_sum", **labels)] == pytest.approx(sum(overlap), abs=1e-9)
-    psi = values[key("gateway_shadow_score_drift_psi", **labels, profile="tiny-bert@2026-12-03.1")]
+    psi = values[key("gateway_shadow_score_drift_psi", **labels, profile=fitted_tag(workspace))]
     assert psi == pytest.approx(window.psi(), rel=1e-6)
     print(f"disagreeing candidate: mean Spearman {np.mean(rho):.3f}, top-2 overlap {np.mean(overlap):.3f}, PSI {psi:.3f}")
     assert np.mean(rho) < 0.9 and np.mean(overlap) < 1.0  # a random model does not rank like MiniLM
@@ -353,9 +363,11 @@ def served_raw_scores(workspace: Workspace, model: str, pairs: Path) -> np.ndarr
 
 
 def test_offline_scores_of_the_added_model_are_its_served_raw_scores(workspace):
-    """The page's `reranker-model score tiny-bert sample.jsonl -o scores.jsonl` against the tiny-bert ensemble."""
+    """The raw scores the page's `reranker-model fit tiny-bert sample.jsonl` fitted on (its scored.jsonl) against
+    the tiny-bert ensemble's."""
     sample = workspace.root / "sample.jsonl"
-    offline = PrecomputedScorer(workspace.root / "scores.jsonl").score(read_pairs(sample)).raw_scores
+    scored = workspace.root / "build" / "calibration" / "tiny-bert" / "scored.jsonl"
+    offline = PrecomputedScorer(scored).score(read_pairs(sample)).raw_scores
     served = served_raw_scores(workspace, "tiny-bert", sample)
     print(f"tiny-bert: max |offline - served| = {np.abs(offline - served).max():.2e} over {len(served)} pairs")
     assert np.abs(offline - served).max() <= OFFLINE_TOLERANCE
