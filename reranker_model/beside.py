@@ -28,6 +28,20 @@ def step_name(ensemble: str, step: str) -> str:
     return f"{ensemble}_{step.removeprefix('rerank_')}"
 
 
+STEP_SUFFIXES = tuple(step_name("", step) for step in STEPS)  # _preprocess, _engine, _calibrate
+
+
+def name_clash(name: str, repository: Path) -> str | None:
+    """Why ensemble `name` cannot be served beside `repository`'s models, or None: Triton wants every model name once
+    across its repositories, and a name ending like a step would be another ensemble's step."""
+    if name.endswith(STEP_SUFFIXES):
+        return f"'{name}' ends like a step of ensemble '{name.rsplit('_', 1)[0]}' ({', '.join(STEP_SUFFIXES)})"
+    models = {path.parent.name for path in repository.glob("*/config.pbtxt")}
+    taken = sorted(models & {name, *(step_name(name, step) for step in STEPS)})
+    return (f"'{name}' served beside {repository} would take the names {', '.join(taken)}, which its models have"
+            if taken else None)
+
+
 @dataclass(frozen=True)
 class Beside:
     """Variant `variant` of `repository`, served from folder `out` as ensemble `name`."""
@@ -45,6 +59,8 @@ class Beside:
 
     def write(self) -> list[Path]:
         """Write the ensemble and its three steps; returns the files written."""
+        if clash := name_clash(self.name, self.repository):
+            raise ValueError(f"ensemble name {clash}: choose another with --as")
         names = {step: step_name(self.name, step) for step in STEPS}
         engine = read_config(config_path(self.repository, ENGINE, self.variant, fallback=False))
         written = []

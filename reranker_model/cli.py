@@ -171,7 +171,7 @@ def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _max_model_len(args: argparse.Namespace, model: ModelCheck) -> int:
     """--max-model-len; else what the sample needs, never less than the variant being replaced accepted; else the
     model's limit. With a sample, what the length cuts of it is printed, and past 5% refused unless accepted."""
-    from .sizing import choose_length, read_sample, sample_lengths, truncation_line
+    from .sizing import choose_length, read_sample, sample_lengths, takes_line, truncation_line
 
     if args.documents is None:
         return args.max_model_len or model.length_limit
@@ -185,6 +185,7 @@ def _max_model_len(args: argparse.Namespace, model: ModelCheck) -> int:
         length = min(before, model.length_limit)
         print(f"max_model_len {length}: what the variant it replaces accepted (--max-model-len sets a shorter one)")
     print(truncation_line(measured.lengths, length, args.accept_truncation))
+    print(takes_line(model, length))
     return length
 
 

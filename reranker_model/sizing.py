@@ -11,13 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
-from python_backends.preprocess.tokenization import make_encoder
+from python_backends.preprocess.tokenization import QueryTooLongError, make_encoder
 
 from .checkpoint import ModelCheck
 
 COVERAGE = 0.95  # the share of sample sequences max_model_len keeps whole
 TRUNCATION_LIMIT = 0.05  # past this share of the sample cut, `add` stops unless told to accept it
-DEFAULT_QUERY_WORDS = 64  # a sample without queries: each document is measured beside a query of this many words
+# Each document is measured beside a query of this many one-token words, at most 1/QUERY_SHARE of the model's limit,
+# or beside the sample's longest query where that is longer: queries longer than a sample's still fit after a switch
+DEFAULT_QUERY_WORDS = 64
+QUERY_SHARE = 4
 PERCENTILES = (50, 90, 95, 99)
 UNCAPPED = 1 << 30  # an encoder length nothing reaches: sequences are measured whole
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "auto": 2}
@@ -61,24 +64,55 @@ class SampleLengths:
 
 
 def sample_lengths(model: ModelCheck, sample: Sample, query_words: int | None = None) -> SampleLengths:
-    """Every document measured beside one query: the sample's longest (in this model's tokens), or, when
-    `query_words` is given or the sample has no queries, a query of that many words."""
+    """Every document measured beside one query: `query_words` words when given; else the longer of the sample's
+    longest query (in this model's tokens) and `default_query_words` words."""
     encoder = make_encoder(model.family, model.path, UNCAPPED)
 
     def length(query: str, document: str) -> int:
         return max(encoder.encode(query, [document], None).lengths)
 
-    if query_words is None and sample.has_queries:
-        query = max({q for q, _ in sample.pairs if q}, key=lambda q: length(q, "?"))
-        tokens = length(query, "?") - length("?", "?") + 1
-        described = f"each document beside the sample's longest query ({tokens} tokens)"
+    words = query_words or default_query_words(model.length_limit)
+    query = " ".join(["x"] * words)
+    described = f"each document beside a {words}-word query"
+    if query_words is not None:
+        described += " (--max-query-words)"
+    elif not sample.has_queries:
+        described = f"none in the sample (one document per line): {described} (--max-query-words sets another)"
     else:
-        words = query_words or DEFAULT_QUERY_WORDS
-        query = " ".join(["x"] * words)
-        described = f"each document beside a {words}-word query (--max-query-words)"
-        if query_words is None:
-            described = f"none in the sample (one document per line): {described}"
+        longest = max({q for q, _ in sample.pairs if q}, key=lambda q: length(q, "?"))
+        tokens = length(longest, "?") - length("?", "?") + 1
+        if length(longest, "?") > length(query, "?"):
+            query, described = longest, f"each document beside the sample's longest query ({tokens} tokens)"
+        else:
+            described += (f", longer than the sample's longest ({tokens} tokens): 1/{QUERY_SHARE} of the model's "
+                          f"limit or {DEFAULT_QUERY_WORDS} words, whichever is less (--max-query-words sets another)")
     return SampleLengths(np.asarray([length(query, document) for _, document in sample.pairs]), described)
+
+
+def default_query_words(limit: int) -> int:
+    return max(1, min(DEFAULT_QUERY_WORDS, limit // QUERY_SHARE))
+
+
+def takes_line(model: ModelCheck, max_model_len: int) -> str:
+    """The longest query the variant accepts (a longer one is refused) and the longest document it keeps whole beside
+    a one-word query, in this model's tokens."""
+    encoder = make_encoder(model.family, model.path, max_model_len)
+    whole = make_encoder(model.family, model.path, UNCAPPED)
+
+    def fits(words: int) -> bool:
+        try:
+            encoder.encode(" ".join(["x"] * words), ["d"], None)
+            return True
+        except QueryTooLongError:
+            return False
+
+    low, high = 0, max_model_len  # the most words that fit: fits(low), not fits(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    overhead = max(whole.encode("x", ["d"], None).lengths) - 1  # everything around a one-token document
+    return (f"the variant takes: queries of up to {low} tokens (a longer one is refused), and beside a one-word query "
+            f"documents of up to {max_model_len - overhead} tokens whole (longer ones are cut)")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from python_backends.calibrate.profile_schema import dump_profile, load_profile, profile_from_dict
 
+from .beside import name_clash
 from .checkpoint import SCORE_TYPES, ModelCheck
 from python_backends.model_repository import (
     CALIBRATE, CALIBRATION_PROFILE, DEFAULT, ENGINE_CONFIG, ENSEMBLE, STEPS, config_path, engine_args as repository_engine_args,
@@ -148,6 +149,8 @@ def check_name(name: str, repository: Path, force: bool) -> list[Path]:
         raise ValueError(f"variant name {name!r}: use lower-case letters, digits, '-' and '_' (e.g. tiny-bert)")
     if name in RESERVED:
         raise ValueError(f"variant name {name!r} is reserved (taken: {', '.join(sorted(RESERVED))})")
+    if clash := name_clash(name, repository):  # `reranker-model ensemble NAME` serves it under these names
+        raise ValueError(f"variant name {clash}: pick another name")
     existing = [path for step in STEPS if (path := variant_file(repository, step, name)).is_file()]
     if existing and not force:
         raise ValueError(f"variant '{name}' exists ({', '.join(str(p.relative_to(repository)) for p in existing)}): "

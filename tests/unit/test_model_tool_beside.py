@@ -47,3 +47,16 @@ def test_a_committed_gpu_variant_beside_keeps_its_settings(tmp_path):
 def test_an_unknown_variant_is_refused(tmp_path, capsys):
     assert main(["ensemble", "nope", str(tmp_path)]) == 2
     assert "no variant 'nope' (reranker-model add nope MODEL writes it)" in capsys.readouterr().err
+
+
+def test_an_ensemble_name_that_would_clash_is_refused_and_writes_nothing(tmp_path, capsys):
+    """`--as rerank` would be served as rerank_preprocess, ... beside the repository's own steps; a name ending like a
+    step would overwrite that step of another ensemble in the same folder."""
+    for name, says in (("rerank", f"ensemble name 'rerank' served beside {REPOSITORY} would take the names "
+                                  "rerank_calibrate, rerank_engine, rerank_preprocess, which its models have: choose "
+                                  "another with --as"),
+                       ("tiny_engine", "ensemble name 'tiny_engine' ends like a step of ensemble 'tiny' (_preprocess, "
+                                       "_engine, _calibrate): choose another with --as")):
+        assert main(["ensemble", "default", str(tmp_path / "out"), "--as", name]) == 2
+        assert capsys.readouterr().err.strip() == f"reranker-model ensemble: refused: {says}"
+    assert not (tmp_path / "out").exists()

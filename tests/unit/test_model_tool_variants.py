@@ -83,20 +83,25 @@ def test_add_with_a_sample_picks_max_model_len_and_binds_a_first_unfitted_profil
     sample.write_text("".join(json.dumps({"query": "what is the capital of france", "document": " ".join(
         ["paris is the capital city of france"] * n), "label": 1}) + "\n" for n in range(1, 21)))
     add = ["--repository", str(repository), "add", "tiny-bert", str(tiny["bert"]), "--documents", str(sample)]
-    # 6 query + 7n document + 3 special tokens for n = 1..20: 95% are covered by 142 (n = 19), over the model's
-    # 128 positions, so 128 it is, and n = 18..20 do not fit: 15% of the sample cut is refused, and nothing written
+    # sized beside a 32-word query (a quarter of the model's 128 positions; the sample's longest has 6 tokens): 32
+    # query + 7n document + 3 special tokens for n = 1..20: 95% are covered by 168 (n = 19), over the model's 128
+    # positions, so 128 it is, and n = 14..20 do not fit: 35% of the sample cut is refused, and nothing written
     assert main(add) == 2
     out, err = capsys.readouterr()
-    assert out.splitlines() == ["queries: each document beside the sample's longest query (6 tokens)",
-                                "sequence tokens: P50 86  P90 142  P95 149  P99 149  max 149",
+    assert out.splitlines() == ["queries: each document beside a 32-word query, longer than the sample's longest (6 "
+                                "tokens): 1/4 of the model's limit or 64 words, whichever is less (--max-query-words "
+                                "sets another)",
+                                "sequence tokens: P50 112  P90 168  P95 175  P99 175  max 175",
                                 "max_model_len from the sample: 128 (the model's limit)"]
-    assert err.strip() == ("reranker-model add: refused: max_model_len 128: 3 of 20 sample documents (15.0%) cut, over "
+    assert err.strip() == ("reranker-model add: refused: max_model_len 128: 7 of 20 sample documents (35.0%) cut, over "
                            "5%: --accept-truncation writes the variant anyway, --max-model-len sets a longer one")
     assert not variant_file(repository, STEPS[0], "tiny-bert").exists()
     assert main([*add, "--accept-truncation"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[3] == "max_model_len 128: 3 of 20 sample documents (15.0%) cut"
-    assert lines[4].startswith("weights: ") and lines[-1] == (
+    assert lines[3:5] == ["max_model_len 128: 7 of 20 sample documents (35.0%) cut",
+                          "the variant takes: queries of up to 124 tokens (a longer one is refused), and beside a "
+                          "one-word query documents of up to 124 tokens whole (longer ones are cut)"]
+    assert lines[5].startswith("weights: ") and lines[-1] == (
         "serve it: tritonserver --model-config-name=tiny-bert (scripts/start_server.sh --model-config-name=tiny-bert)")
     pre, engine, calibrate = (config_dict(variant_file(repository, step, "tiny-bert")) for step in STEPS)
     args = json.loads(engine["parameters"]["engine_args"]["string_value"])
@@ -118,6 +123,10 @@ def test_add_with_a_sample_picks_max_model_len_and_binds_a_first_unfitted_profil
     ("rerank_engine", "variant name 'rerank_engine' is reserved"),
     ("../gpu", "variant name '../gpu': use lower-case letters, digits, '-' and '_' (e.g. tiny-bert)"),
     ("Tiny Bert", "variant name 'Tiny Bert': use lower-case letters"),
+    ("rerank", "variant name 'rerank' served beside {repository} would take the names rerank_calibrate, rerank_engine, "
+               "rerank_preprocess, which its models have: pick another name"),
+    ("my-bert_engine", "variant name 'my-bert_engine' ends like a step of ensemble 'my-bert' (_preprocess, _engine, "
+                       "_calibrate): pick another name"),
 ])
 def test_add_refuses_a_name_that_is_taken_reserved_or_not_plain_and_writes_nothing(capsys, tiny, tmp_path, name,
                                                                                      message):
@@ -125,7 +134,7 @@ def test_add_refuses_a_name_that_is_taken_reserved_or_not_plain_and_writes_nothi
     before = {path: path.read_bytes() for path in repository.rglob("*") if path.is_file()}
     assert main(["--repository", str(repository), "add", name, str(tiny["bert"])]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"reranker-model add: refused: {message}"), err
+    assert err.startswith(f"reranker-model add: refused: {message.format(repository=repository)}"), err
     assert {path: path.read_bytes() for path in repository.rglob("*") if path.is_file()} == before
 
 
@@ -146,9 +155,10 @@ def test_add_with_force_replaces_a_variant_and_says_so(capsys, tiny, tmp_path):
 
 def test_a_sample_of_documents_alone_is_sized_with_room_for_a_query_and_a_replaced_variant_keeps_its_length(
         capsys, tiny, tmp_path):
-    """A migration sample of one document per line: the lengths count a 64-word query beside each document (a short
-    query would be refused by the new variant where the old one took it); replacing a variant keeps its longer
-    max_model_len unless --max-model-len says otherwise."""
+    """A migration sample of one document per line: the lengths count a query of 64 words, or a quarter of the
+    model's positions where that is less, beside each document (a short query would be refused by the new variant
+    where the old one took it); replacing a variant keeps its longer max_model_len unless --max-model-len says
+    otherwise."""
     repository = shutil.copytree(ROOT / "model_repository", tmp_path / "repo")
     documents = tmp_path / "documents.txt"
     documents.write_text("".join(" ".join(["paris is the capital"] * n) + "\n" for n in range(1, 11)))  # 4n tokens
@@ -160,18 +170,18 @@ def test_a_sample_of_documents_alone_is_sized_with_room_for_a_query_and_a_replac
                          "sequence tokens: P50 35  P90 51  P95 51  P99 51  max 51",
                          "max_model_len from the sample: 51",
                          "max_model_len 51: 0 of 10 sample documents (0.0%) cut"]
-    assert main([*add, "--force"]) == 0  # a 64-word query: 67 + 4n, capped by the model's 128 positions
+    assert main([*add, "--force"]) == 0  # a 32-word query (128 positions / 4): 35 + 4n
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:4] == ["queries: none in the sample (one document per line): each document beside a 64-word query "
-                         "(--max-query-words)",
-                         "sequence tokens: P50 91  P90 107  P95 107  P99 107  max 107",
-                         "max_model_len from the sample: 107",
-                         "max_model_len 107: 0 of 10 sample documents (0.0%) cut"]
-    assert main([*add, "--force", "--max-query-words", "8"]) == 0  # the sample alone asks for 51 of the 107 taken
+    assert lines[:4] == ["queries: none in the sample (one document per line): each document beside a 32-word query "
+                         "(--max-query-words sets another)",
+                         "sequence tokens: P50 59  P90 75  P95 75  P99 75  max 75",
+                         "max_model_len from the sample: 75",
+                         "max_model_len 75: 0 of 10 sample documents (0.0%) cut"]
+    assert main([*add, "--force", "--max-query-words", "8"]) == 0  # the sample alone asks for 51 of the 75 taken
     lines = capsys.readouterr().out.splitlines()
     assert lines[2:5] == ["max_model_len from the sample: 51",
-                          "max_model_len 107: what the variant it replaces accepted (--max-model-len sets a shorter one)",
-                          "max_model_len 107: 0 of 10 sample documents (0.0%) cut"]
+                          "max_model_len 75: what the variant it replaces accepted (--max-model-len sets a shorter one)",
+                          "max_model_len 75: 0 of 10 sample documents (0.0%) cut"]
     assert main([*add, "--force", "--max-query-words", "8", "--max-model-len", "51"]) == 0
     assert served_limits(repository, "tiny-bert").max_model_len == 51
 
