@@ -152,7 +152,7 @@ def check_model(reference: str) -> ModelCheck:
     folder = local_folder(reference)
     config = _config_json(folder)
     try:
-        weights = checked_weights(folder)
+        weights = checked_weights(folder, config)
     except BrokenWeights as problem:
         raise RefusedModel(str(problem)) from None
     tokenizer = _tokenizer(folder)

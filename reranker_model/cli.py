@@ -17,11 +17,14 @@ installs the profile the variant serves.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import sys
+import tempfile
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from python_backends.model_repository import (
@@ -130,20 +133,52 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def _probe(model: ModelCheck, args: argparse.Namespace) -> list[str]:
-    """The probe's lines; whatever vLLM raises while it loads and scores is one refusal naming the checkpoint, its
-    traceback (and vLLM's log, which holds an engine process's own) shown with --verbose."""
+    """The probe's lines; whatever vLLM raises while it loads and scores is one refusal naming the checkpoint and
+    the cause its engine process printed (vLLM's log, and the refusal's traceback, shown with --verbose)."""
     from .offline import read_pair_rows
     from .probe import probe_lines
 
-    try:
-        rows = read_pair_rows(args.parity) if args.parity else None
-        return probe_lines(model, args.repository, PROBE_QUERY, PROBE_DOCUMENTS, rows)
-    except Exception as problem:  # noqa: BLE001 - any failure to load or score is the model's refusal
-        if args.verbose:
-            traceback.print_exc()
-        first_line = str(problem).splitlines()[0] if str(problem) else ""
-        raise RefusedModel(f"{model.path}: vLLM could not load it and score the probe pairs ({type(problem).__name__}: "
-                           f"{first_line})" + ("" if args.verbose else "; --verbose shows why")) from None
+    with _stderr_kept() as log:
+        try:
+            rows = read_pair_rows(args.parity) if args.parity else None
+            return probe_lines(model, args.repository, PROBE_QUERY, PROBE_DOCUMENTS, rows)
+        except Exception as problem:  # noqa: BLE001 - any failure to load or score is the model's refusal
+            failed = problem
+            if args.verbose:
+                traceback.print_exc()
+        finally:
+            printed = log.read_text(errors="replace")
+            if args.verbose:
+                sys.stderr.write(printed)
+    first_line = str(failed).splitlines()[0] if str(failed) else ""
+    cause = _root_cause(printed)
+    raise RefusedModel(f"{model.path}: vLLM could not load it and score the probe pairs ({type(failed).__name__}: "
+                       f"{first_line})" + (f"; the cause: {cause}" if cause else "")
+                       + ("" if args.verbose else "; --verbose shows vLLM's log")) from None
+
+
+@contextlib.contextmanager
+def _stderr_kept() -> Iterator[Path]:
+    """File descriptor 2 (this process's and the engine processes' it starts) into a file for the duration."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "stderr.log"
+        sys.stderr.flush()
+        saved = os.dup(2)
+        with path.open("wb") as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield path
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+
+
+def _root_cause(log: str) -> str | None:
+    """The last exception line an engine process printed before the engine's own "initialization failed"."""
+    causes = [match.group(1) for match in re.finditer(r"(?m)(\b[A-Z]\w*(?:Error|Exception): .+)$", log)
+              if "Engine core initialization failed" not in match.group(1)]
+    return causes[-1].strip() if causes else None
 
 
 def run_add(args: argparse.Namespace, argv: Sequence[str]) -> int:

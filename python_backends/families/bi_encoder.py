@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..preprocess.tokenization import EncodedRequest, EncoderBase, flatten_documents, query_budget_error
-from .base import Checkpoint, ModelFamily, ScoreKind, as_float32
+from .base import Checkpoint, ModelFamily, ScoreKind, UnsupportedModelError, as_float32
 
 
 class BiEncoderTexts(EncoderBase):
@@ -63,4 +63,12 @@ class BiEncoder(ModelFamily):
 
     @classmethod
     def detects(cls, checkpoint: Checkpoint) -> bool:
-        return checkpoint.is_encoder and (checkpoint.is_sentence_transformer or checkpoint.architecture.endswith("Model"))
+        if not checkpoint.is_encoder or checkpoint.is_sentence_transformer:
+            return checkpoint.is_encoder
+        if checkpoint.architecture.endswith("Model"):  # which pooling, and is it a cross-encoder without its head?
+            raise UnsupportedModelError(
+                f"{checkpoint.path}: {checkpoint.architecture} is an encoder without a head and without "
+                "sentence-transformers' modules.json: a bi-encoder saved by sentence-transformers (its Pooling "
+                "module in modules.json) is served as one; a cross-encoder needs its one-logit classification head "
+                "(save it with AutoModelForSequenceClassification)")
+        return False

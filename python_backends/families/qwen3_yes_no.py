@@ -127,7 +127,8 @@ class Qwen3YesNo(ModelFamily):
             raise UnsupportedModelError(
                 f"{checkpoint.path}: {checkpoint.architecture} is served as a yes/no reranker only when its model card "
                 f"says so (README.md front matter 'pipeline_tag: {cls.PIPELINE_TAG}', as Qwen3-Reranker's does); this "
-                f"one's is {tag!r}. A fine-tuned Qwen3-Reranker saved without its card: add that front matter"
+                f"one {'has none' if tag is None else f'says {tag!r}'}. A fine-tuned Qwen3-Reranker saved without its card: "
+                f"add that front matter"
             )
         vocabulary = checkpoint.tokenizer()
         missing = [token for token in HF_OVERRIDES["classifier_from_token"] if vocabulary.token_to_id(token) is None]

@@ -50,8 +50,14 @@ def _save(config, folder):
     return str(folder)
 
 
-def test_plain_encoder_without_sentence_transformers_files_is_a_bi_encoder(tmp_path):
+def test_plain_encoder_without_sentence_transformers_files_is_refused_saying_how_to_save_either(tmp_path):
+    """A bare BertModel may be a bi-encoder saved without its pooling or a cross-encoder that lost its head: served
+    as a bi-encoder it would score by a pooling nobody chose, so it is refused until modules.json says."""
     path = _save(BertConfig(architectures=["BertModel"]), tmp_path)
+    with pytest.raises(UnsupportedModelError, match=r"BertModel is an encoder without a head and without "
+                                                    r"sentence-transformers' modules.json: .*AutoModelForSequenceClassification"):
+        detect_model(path)
+    (tmp_path / "modules.json").write_text(json.dumps([{"idx": 1, "type": "sentence_transformers.models.Pooling"}]))
     assert detect_model(path).family is BiEncoder
 
 

@@ -130,7 +130,15 @@ def test_check_of_an_xlmr_cross_encoder_uses_the_tokenizers_shorter_limit(capsys
                      "AutoTokenizer.from_pretrained(...).save_pretrained(folder)"),
     ("qwen3_without_card", "Qwen3ForCausalLM is served as a yes/no reranker only when its model card says so "
                            "(README.md front matter 'pipeline_tag: text-ranking', as Qwen3-Reranker's does); this "
-                           "one's is None. A fine-tuned Qwen3-Reranker saved without its card: add that front matter"),
+                           "one has none. A fine-tuned Qwen3-Reranker saved without its card: add that front matter"),
+    ("bare_encoder", "BertModel is an encoder without a head and without sentence-transformers' modules.json: a "
+                     "bi-encoder saved by sentence-transformers (its Pooling module in modules.json) is served as "
+                     "one; a cross-encoder needs its one-logit classification head (save it with "
+                     "AutoModelForSequenceClassification)"),
+    ("other_width", "tensor bert.embeddings.word_embeddings.weight is [WIDTH], config.json's hidden_size is 128: the "
+                    "weights were saved from a model of another size than config.json describes"),
+    ("other_depth", "the weights hold LAYERS layers, config.json's num_hidden_layers is 7: the weights were saved "
+                    "from a model of another size than config.json describes"),
     ("qwen3_without_yes_no", "its tokenizer has no ['no', 'yes'] token, the answers a yes/no reranker is scored by"),
     ("bad_config", "config.json: not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
                    "(char 1))"),
@@ -151,6 +159,9 @@ def test_check_refuses_with_the_reason_and_what_to_do(capsys, tiny, tmp_path, ca
         "causal_lm": lambda: altered(tiny["qwen3"], tmp_path / case, {"architectures": ["Qwen2ForCausalLM"]}),
         "no_tokenizer": lambda: altered(tiny["bert"], tmp_path / case, drop=("tokenizer.json", "tokenizer_config.json")),
         "qwen3_without_card": lambda: altered(tiny["qwen3"], tmp_path / case, drop=("README.md",)),
+        "bare_encoder": lambda: altered(tiny["bert"], tmp_path / case, {"architectures": ["BertModel"]}),
+        "other_width": lambda: altered(tiny["bert"], tmp_path / case, {"hidden_size": 128}),
+        "other_depth": lambda: altered(tiny["bert"], tmp_path / case, {"num_hidden_layers": 7}),
         "qwen3_without_yes_no": lambda: without_words(altered(tiny["qwen3"], tmp_path / case), "yes", "no"),
         "bad_config": lambda: rewritten(altered(tiny["bert"], tmp_path / case), "config.json", lambda data: b"{"),
         "no_weights": lambda: altered(tiny["bert"], tmp_path / case, drop=("model.safetensors",)),
@@ -164,6 +175,9 @@ def test_check_refuses_with_the_reason_and_what_to_do(capsys, tiny, tmp_path, ca
     }[case]()
     code, lines, err = run(capsys, "check", model)
     assert (code, lines) == (2, [])
+    config = json.loads((tiny["bert"] / "config.json").read_text())
+    message = message.replace("WIDTH", f"{config['vocab_size']}, {config['hidden_size']}").replace(
+        "LAYERS", str(config["num_hidden_layers"]))
     assert err.startswith(f"reranker-model check: refused: {model}") and message in err, err
 
 
@@ -205,8 +219,9 @@ def test_a_sample_says_whether_it_holds_queries(tmp_path):
 
 
 def test_check_load_refuses_a_model_vllm_cannot_load_in_one_line_naming_it(capsys, tiny, tmp_path):
-    """Weights whose shapes are not the config's pass `check` (headers are whole) but not vLLM's load: `--load`
-    says so in one refusal line naming the checkpoint, after the report."""
+    """Weights whose MLP is narrower than the config says pass `check` (its shape checks are the embedding's width
+    and the layer count) but not vLLM's load: `--load` says so in one refusal line naming the checkpoint and the
+    cause the engine process printed, after the report."""
     model = altered(tiny["bert"], tmp_path / "wider", {"intermediate_size": 256})  # its weights are 128 wide
     code, lines, err = run(capsys, "check", "--load", model)
     assert code == 2
@@ -214,7 +229,8 @@ def test_check_load_refuses_a_model_vllm_cannot_load_in_one_line_naming_it(capsy
     refusal = err.splitlines()[-1]
     assert refusal.startswith(f"reranker-model check: refused: {model}: vLLM could not load it and score the probe "
                               "pairs (RuntimeError: Engine core initialization failed. See root cause above. "), refusal
-    assert refusal.endswith("); --verbose shows why"), refusal
+    assert refusal.endswith("); the cause: RuntimeError: start (0) + length (256) exceeds dimension size (128).; "
+                            "--verbose shows vLLM's log"), refusal
 
 
 def test_check_parity_compares_the_served_scores_with_the_model_cards_recipe(capsys, tiny, tmp_path):
@@ -224,10 +240,14 @@ def test_check_parity_compares_the_served_scores_with_the_model_cards_recipe(cap
         ("dogs", "dogs and cats are animals."), ("dogs", "the eiffel tower is a famous tower in paris.")]))
     code, lines, _ = run(capsys, "check", "--load", "--parity", str(pairs), str(tiny["bert"]))
     assert code == 0
-    assert lines[-5].startswith("engine: loaded on CPU in ") and lines[-4].startswith("RAW_SCORES: float32 shape [2]")
-    assert re.fullmatch(r"parity with the model card's recipe \(cross_encoder, transformers fp32\): 4 pairs in 2 "
-                        r"queries, max \|raw diff\| (\d\.\d\de-0[5-9]|0\.00e\+00), ranking changed in 0 of 2 queries",
-                        lines[-1]), lines[-1]
+    assert lines[-9].startswith("engine: loaded on CPU in ") and lines[-8].startswith("RAW_SCORES: float32 shape [2]")
+    assert lines[-5:-3] == ["parity with the model card's recipe (cross_encoder, transformers fp32; served in "
+                            "float32): 4 pairs in 2 queries", "  max |raw diff|  ranking  pairs  query"]
+    tiny_diff = r"(\d\.\d\de-0[5-9]|0\.00e\+00)"
+    assert re.fullmatch(rf"  {tiny_diff}  same         2  'capital of france'", lines[-3]), lines[-3]
+    assert re.fullmatch(rf"  {tiny_diff}  same         2  'dogs'", lines[-2]), lines[-2]
+    assert re.fullmatch(rf"verdict: within the float32 bound of 1e-04: max \|raw diff\| {tiny_diff}, ranking changed "
+                        r"in 0 of 2 queries", lines[-1]), lines[-1]
 
 
 def test_check_parity_needs_the_engine(capsys, tiny, tmp_path):
