@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    _check_score_type(args.model, args.score_type)
     pairs = read_pairs(args.data)
     scorer: Scorer
     if args.raw_scores_from is not None:
@@ -135,6 +136,21 @@ def _fit(args: argparse.Namespace) -> int:
     )
     print("\n".join(lines))
     return 0
+
+
+def _check_score_type(model: str, score_type: str) -> None:
+    """A profile for another score type than the checkpoint's family gives would fail the server's start (the
+    calibrate step refuses it): refused here, before any scoring, where the checkpoint's files are on this machine."""
+    from python_backends.families import detect_model
+    from python_backends.model_source import ModelSourceError, local_checkpoint
+
+    try:
+        folder = local_checkpoint(model)
+    except ModelSourceError:
+        return
+    if folder is not None and (served := detect_model(str(folder)).score_type) != score_type:
+        raise ValueError(f"--score-type {score_type}: {model} gives '{served}' raw scores (its family's); a profile "
+                         f"for '{score_type}' would be refused by the server: --score-type {served}")
 
 
 def fit_and_write(data: Path, pairs: Sequence[LabelledPair], scores: ScoreResult, source: str, profile_path: Path,

