@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from python_backends.ranking import top_n_ranking
+
 
 def average_ranks(scores: np.ndarray) -> np.ndarray:
     """Ranks 1..n of `scores`, ties sharing the mean of the ranks they span (scipy.stats.rankdata's 'average')."""
@@ -37,4 +39,4 @@ def top_k_overlap(primary: np.ndarray, candidate: np.ndarray, k: int) -> float |
 
 
 def _best(scores: np.ndarray, k: int) -> set[int]:
-    return set(np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:k].tolist())
+    return set(top_n_ranking(scores, k).tolist())

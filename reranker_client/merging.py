@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
+from python_backends.ranking import top_n_ranking
+
 from .planning import RerankPlan
 from .server_errors import read_error, with_error
 from .results import RerankResponse, make_response
@@ -41,8 +43,8 @@ def merge(plan: RerankPlan, parsed: Sequence[ParsedResponse], return_documents: 
         raise CalibrationChangedError(f"the requests of one call were calibrated by different profiles: {tags}")
     scores = np.concatenate([p.scores for p in parsed])
     raw = np.concatenate([p.raw_scores for p in parsed])
-    order = np.argsort(-raw.astype(np.float64), kind="stable")
     top_n = len(raw) if plan.top_n is None else int(plan.top_n)
     return make_response(
-        scores, raw, order[:top_n], sum(p.truncated for p in parsed), tags[0], documents, requests=len(parsed)
+        scores, raw, top_n_ranking(raw, top_n), sum(p.truncated for p in parsed), tags[0], documents,
+        requests=len(parsed),
     )

@@ -23,7 +23,7 @@ from ..contract import ranking_length
 from ..errors import InvalidRequest
 from .profile_schema import CalibrationProfileError, load_profile
 from .profiles import CalibrationProfile
-from .ranking import top_n_ranking
+from ..ranking import top_n_ranking
 
 log = logging.getLogger(__name__)
 
