@@ -52,6 +52,9 @@ def per_document_cap(max_tokens_per_doc: int | None, truncate_prompt_tokens: int
     return min(min(caps), INT32_MAX) if caps else None
 
 
+READY_FOR_S = 1.0  # how long one readiness check answers /health: a probe pair per second at most
+
+
 class Reranker:
     def __init__(self, settings: Settings, models: TritonModels, latency: UpstreamLatency,
                  shadow: Shadow | None = None) -> None:
@@ -60,6 +63,7 @@ class Reranker:
         self.latency = latency
         self.shadow = shadow
         self._watches: dict[str, EngineWatch] = {}  # by Triton ensemble
+        self._readiness: tuple[float, asyncio.Task[bool]] | None = None  # the last check: when it started, its answer
 
     async def client(self, model: str | None = None) -> AsyncRerankClient:
         """The client of the ensemble that answers the served name `model` (None: the default)."""
@@ -84,7 +88,15 @@ class Reranker:
     async def is_ready(self) -> bool:
         """Triton ready, the model loaded and its ensemble answering, within health_timeout_s (a frozen server is not
         ready). Triton 2.51 keeps a Python model READY after its stub died, so a probe pair goes through the ensemble
-        too: an error answer is not ready, no answer within half the deadline is a busy server, which is."""
+        too: an error answer is not ready, no answer within half the deadline is a busy server, which is. /health
+        needs no key, so the callers of one READY_FOR_S share one check: a flood of /health costs Triton one probe
+        pair per READY_FOR_S, not one per call."""
+        now = asyncio.get_running_loop().time()
+        if self._readiness is None or (self._readiness[1].done() and now - self._readiness[0] >= READY_FOR_S):
+            self._readiness = (now, asyncio.ensure_future(self._checked_ready()))
+        return await asyncio.shield(self._readiness[1])  # a caller that leaves does not cancel the others' check
+
+    async def _checked_ready(self) -> bool:
         try:
             return await asyncio.wait_for(self._default_ready(), self.settings.health_timeout_s)
         except TimeoutError:

@@ -1,5 +1,5 @@
-"""GET /health (readiness: Triton ready, the model loaded and its ensemble answering a probe pair, asked at each call
-with a deadline) and GET /health/live (the process answers; it touches nothing else, so it stays instant while Triton
+"""GET /health (readiness: Triton ready, the model loaded and its ensemble answering a probe pair, with a deadline;
+the calls of one second share one check, `Reranker.is_ready`) and GET /health/live (the process answers; it touches nothing else, so it stays instant while Triton
 is down)."""
 
 from __future__ import annotations

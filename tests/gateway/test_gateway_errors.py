@@ -297,3 +297,18 @@ def test_tei_rerank_routes_by_model_like_the_other_routes():
         answered = post(stub, "/rerank", settings, documents=None, texts=["a", "b"], model=model)
         assert answered.status_code == 200 and [r["index"] for r in answered.json()] == [1, 0]
     assert len(stub.calls) == 3
+
+
+def test_a_flood_of_health_calls_sends_triton_one_probe_pair_a_second():
+    """/health needs no key: 50 calls at once share one check, and one more within READY_FOR_S reuses its answer,
+    so the keyless flood that slowed keyed callers reaches Triton as one probe pair."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stub = StubClient(rerank_delay_s=0.2)  # the probe pair takes a while, so the calls overlap it
+    with TestClient(create_app(Settings(), client=stub)) as client:
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            statuses = list(pool.map(lambda _: client.get("/health").status_code, range(50)))
+        assert client.get("/health").status_code == 200
+        assert statuses == [200] * 50 and len(stub.calls) == 1
+        time.sleep(1.1)  # READY_FOR_S later, a new check
+        assert client.get("/health").status_code == 200 and len(stub.calls) == 2
