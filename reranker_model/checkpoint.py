@@ -19,16 +19,6 @@ from python_backends.preprocess.tokenization import make_encoder
 
 from .weights import BrokenWeights, Weights, checked_weights
 
-# What a raw score of each score type is, and the honest profile before one is fitted: the calibration the model's
-# own library applies (sigmoid of a classifier logit), or none (a cosine is not a probability).
-SCORE_TYPES: dict[str, tuple[str, str, str]] = {  # score type -> (raw range, unfitted method, why)
-    "logit": ("(-inf, +inf), the classifier's logit; higher = more relevant", "sigmoid",
-              "sigmoid(logit) is what sentence-transformers' CrossEncoder and TEI return for a cross-encoder"),
-    "yes_no_logit": ("(-inf, +inf), logit_yes - logit_no; higher = more relevant", "sigmoid",
-                     "sigmoid(logit_yes - logit_no) is the model's own P(yes), as a yes/no reranker's card computes it"),
-    "cosine": ("[-1, 1], cosine of query and document embeddings; higher = more relevant", "identity",
-               "a cosine is not a probability: it is served as it is until a profile is fitted"),
-}
 PROBE_QUERY, PROBE_DOCUMENT = "query", "document"  # shown through the family's template as the prompt it builds
 
 

@@ -31,7 +31,7 @@ from python_backends.model_repository import (
     ENGINE, REPOSITORY, config_path, engine_args as configured_engine_args, read_config, variant_file,
 )
 
-from .checkpoint import PROBE_DOCUMENT as _DOC, PROBE_QUERY as _QUERY, SCORE_TYPES, ModelCheck, RefusedModel, check_model, vllm_support
+from .checkpoint import PROBE_DOCUMENT as _DOC, PROBE_QUERY as _QUERY, ModelCheck, RefusedModel, check_model, vllm_support
 
 PROBE_QUERY = "What is the capital of France?"
 PROBE_PAIR = f"{_QUERY!r} / {_DOC!r}"
@@ -98,13 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def describe(model: ModelCheck) -> list[str]:
-    raw_range, method, _ = SCORE_TYPES[model.score_type]
     version, entry = vllm_support(model.loaded_architecture)
     supported = "NOT supported" if entry is None else "supported" + (f" (from {entry})" if entry != model.loaded_architecture else "")
     lines = [
         f"model: {model.reference} ({model.path})",
         f"family: {model.family.name} ({model.architecture}, model_type {model.model_type})",
-        f"score type: {model.score_type}, raw scores {raw_range}; unfitted profile: {method}",
+        f"score type: {model.score_type}, raw scores {model.family.raw_range}; unfitted profile: "
+        f"{model.family.unfitted_method}",
         f"vLLM {version}: {model.loaded_architecture} {supported} by its model registry (runner pooling, "
         f"task {model.family.score_kind.task})",
         f"max_position_embeddings: {model.max_position_embeddings}; longest sequence: {model.length_limit} tokens",

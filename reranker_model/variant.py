@@ -20,7 +20,7 @@ from typing import Any
 from python_backends.calibrate.profile_schema import dump_profile, load_profile, profile_from_dict
 
 from .beside import name_clash
-from .checkpoint import SCORE_TYPES, ModelCheck
+from .checkpoint import ModelCheck
 from python_backends.model_repository import (
     CALIBRATE, CALIBRATION_PROFILE, DEFAULT, ENGINE_CONFIG, ENSEMBLE, STEPS, config_path, engine_args as repository_engine_args,
     engine_reference, read_config, set_parameters, variant_file, write_config,
@@ -124,8 +124,8 @@ def step_configs(spec: VariantSpec, repository: Path) -> dict[str, Any]:
 def unfitted_profile(spec: VariantSpec, name: str) -> dict[str, Any]:
     """The variant's first profile, named ``name`` (its file's): bound to its model and score type, honestly
     unfitted, which its version says (the CALIBRATION output shows it as NAME@DATE-unfitted)."""
-    score_type = spec.model.score_type
-    _, method, why = SCORE_TYPES[score_type]
+    score_type, family = spec.model.score_type, spec.model.family
+    method, why = family.unfitted_method, family.unfitted_why
     return {
         "schema_version": 1, "name": name, "version": f"{datetime.date.today().isoformat()}-unfitted",
         "model": spec.model.reference, "checkpoint": spec.model.identity, "score_type": score_type, "method": method,

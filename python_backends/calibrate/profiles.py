@@ -19,7 +19,9 @@ import numpy as np
 
 from .drift import ScoreDistribution
 
-#: What the engine's raw score is; a profile is only valid for the score type it was fitted on.
+#: What the engine's raw score is; a profile is only valid for the score type it was fitted on. Each family states its
+#: own (python_backends/families); this is their list for the calibrate step, which does not import the families
+#: (their tokenizers): tests/unit/test_family_detection.py holds the two equal.
 SCORE_TYPES = ("cosine", "logit", "yes_no_logit")
 
 

@@ -1,7 +1,9 @@
 """The model families this repository serves, one module each, chosen by the checkpoint's own config.
 
 Adding a family is adding one module with a `ModelFamily` subclass (detection, encoder, score kind, engine args,
-score type) and listing it in FAMILIES.
+score type with its raw range and unfitted method) and listing it in FAMILIES; a new score type is also added to the
+calibrate step's `SCORE_TYPES` (a unit test holds them equal), and the family's model-card recipe to
+`reranker_model/parity.py`.
 """
 
 from __future__ import annotations

@@ -153,6 +153,10 @@ class ModelFamily:
 
     name: ClassVar[str]  # in messages and benchmark reports
     score_type: ClassVar[str]  # what RAW_SCORES means; calibration profiles declare the one they were fitted on
+    raw_range: ClassVar[str]  # what a raw score of that type is, as `reranker-model check` says it
+    # the honest profile before one is fitted (the calibration the model's own library applies, or none), and why
+    unfitted_method: ClassVar[str]
+    unfitted_why: ClassVar[str]
     encoder: ClassVar[type]  # (model, max_model_len, LongDocuments) -> a RequestEncoder
     score_kind: ClassVar[type[ScoreKind]]
     # engine_args the config must carry for vLLM to load a model of this family as a scorer (checked, not added)

@@ -58,6 +58,9 @@ class CosineToQuery(ScoreKind):
 class BiEncoder(ModelFamily):
     name = "bi_encoder"
     score_type = "cosine"
+    raw_range = "[-1, 1], cosine of query and document embeddings; higher = more relevant"
+    unfitted_method = "identity"
+    unfitted_why = "a cosine is not a probability: it is served as it is until a profile is fitted"
     encoder = BiEncoderTexts
     score_kind = CosineToQuery
 

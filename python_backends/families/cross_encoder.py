@@ -37,6 +37,9 @@ class CrossEncoderPairs(EncoderBase):
 class CrossEncoder(ModelFamily):
     name = "cross_encoder"
     score_type = "logit"
+    raw_range = "(-inf, +inf), the classifier's logit; higher = more relevant"
+    unfitted_method = "sigmoid"
+    unfitted_why = "sigmoid(logit) is what sentence-transformers' CrossEncoder and TEI return for a cross-encoder"
     encoder = CrossEncoderPairs
     score_kind = ClassifierLogit
 

@@ -111,6 +111,9 @@ def shared_prefix(body_ids: list[int], head_ids: list[int]) -> int:
 class Qwen3YesNo(ModelFamily):
     name = "yes_no_reranker"
     score_type = "yes_no_logit"
+    raw_range = "(-inf, +inf), logit_yes - logit_no; higher = more relevant"
+    unfitted_method = "sigmoid"
+    unfitted_why = "sigmoid(logit_yes - logit_no) is the model's own P(yes), as a yes/no reranker's card computes it"
     encoder = Qwen3YesNoPrompts
     score_kind = ClassifierLogit
     engine_args = {"runner": "pooling", "hf_overrides": HF_OVERRIDES}

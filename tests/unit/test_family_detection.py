@@ -85,3 +85,12 @@ def test_classifier_with_two_labels_is_refused(tmp_path):
 def test_other_checkpoints_are_refused(tmp_path, config):
     with pytest.raises(UnsupportedModelError, match="is not a supported reranker"):
         detect_model(_save(config, tmp_path))
+
+
+def test_every_family_states_its_score_type_and_the_calibrate_step_lists_exactly_those():
+    from python_backends.calibrate.profiles import SCORE_TYPES
+    from python_backends.families import FAMILIES
+
+    assert sorted(SCORE_TYPES) == sorted(family.score_type for family in FAMILIES)
+    for family in FAMILIES:
+        assert family.raw_range and family.unfitted_method in ("sigmoid", "identity") and family.unfitted_why
