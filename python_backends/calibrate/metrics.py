@@ -2,6 +2,8 @@
 sees and their drift.
 
 - `reranker_calibration_profile_info` (gauge, labels model, version, profile): 1 for the profile in use;
+- `reranker_calibration_profile_refused` (gauge, labels model, version): 1 while the profile file on disk is one the
+  step refused to swap in (another score type, checkpoint or name; the log says which), 0 otherwise;
 - `reranker_raw_score` (histogram, labels model, version): every raw engine score, buckets fit for the
   served model's score type;
 - `reranker_score_drift_psi` (gauge, labels model, version, profile): population stability index of the
@@ -46,6 +48,12 @@ class CalibrationMetrics(StepMetrics):
         super().__init__(pb_utils, labels)
         self._info = self.family("reranker_calibration_profile_info", "Calibration profile in use (value 1)", "GAUGE")
         self._current: tuple[str, Any] | None = None
+        self._refused = self.family("reranker_calibration_profile_refused",
+                                    "1 while the profile file on disk was refused and the previous one serves",
+                                    "GAUGE").Metric(labels=labels)
+
+    def file_refused(self, refused: bool) -> None:
+        self._refused.set(1 if refused else 0)
 
     def in_use(self, tag: str) -> None:
         if self._current is not None and self._current[0] == tag:

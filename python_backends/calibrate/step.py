@@ -67,6 +67,7 @@ class ProfileStore:
         self._lock = threading.Lock()
         self._stamp = self._file_stamp()
         self.profile: CalibrationProfile = self._load()  # a bad or mismatched profile fails the model load
+        self.refused: str | None = None  # why the file on disk is not the profile in force (a refused swap), or None
 
     def _load(self) -> CalibrationProfile:
         return bound_profile(self.path, self.served_model, self.served_score_type, self.served_checkpoint)
@@ -85,9 +86,10 @@ class ProfileStore:
                 if stamp != self._stamp:
                     self._stamp = stamp
                     try:
-                        self.profile = self._load()
+                        self.profile, self.refused = self._load(), None
                         log.warning("calibration profile reloaded: %s", self.profile.tag)
                     except CalibrationProfileError as exc:
+                        self.refused = str(exc)
                         log.error("new calibration profile refused, keeping %s: %s", self.profile.tag, exc)
         return self.profile
 

@@ -81,6 +81,9 @@ def test_a_hot_swapped_profile_that_does_not_bind_is_refused_and_the_old_one_sta
     qwen3 = json.loads((REPO / "rerank_calibrate" / "profiles" / "qwen3-reranker-0.6b.json").read_text())
     path.write_text(json.dumps(qwen3 | replacement))
     assert store.current().tag == "all-minilm-l6-v2@2026-12-02.2", why
+    assert store.refused is not None and str(path) in store.refused  # what the refused-profile gauge reports
+    shutil.copy(COSINE_PROFILE, path)  # a good file again: swapped in, nothing refused
+    assert store.current().tag == "all-minilm-l6-v2@2026-12-02.2" and store.refused is None
 
 
 def test_the_unfitted_qwen3_profile_says_so():

@@ -25,6 +25,7 @@ class TritonPythonModel:
     def execute(self, requests: list) -> list:
         profile = self.profiles.current()  # one profile for the whole batch, even during a swap
         self.metrics.in_use(profile.tag)
+        self.metrics.file_refused(self.profiles.refused is not None)
         return [respond(pb_utils, lambda r: self._handle(profile, r), request, self.refusals.count) for request in requests]
 
     def finalize(self) -> None:
