@@ -51,9 +51,13 @@ class CalibrationMetrics(StepMetrics):
         self._refused = self.family("reranker_calibration_profile_refused",
                                     "1 while the profile file on disk was refused and the previous one serves",
                                     "GAUGE").Metric(labels=labels)
+        self._refused_now = False
+        self._refused.set(0)
 
     def file_refused(self, refused: bool) -> None:
-        self._refused.set(1 if refused else 0)
+        if refused != self._refused_now:  # a set is a message to the Triton process: only when it changes
+            self._refused.set(1 if refused else 0)
+            self._refused_now = refused
 
     def in_use(self, tag: str) -> None:
         if self._current is not None and self._current[0] == tag:
