@@ -36,6 +36,7 @@ from ..sequences import EngineLimits, SequenceBatch
 from ..tracing import StepTracer
 from .budget import CANCEL_POLL_S, OVERSIZED_IN_FLIGHT, InflightBudget, Place, priority
 from .deadline import ClientGone, Deadline, DeadlineExceeded
+from .groups import sequence_ids
 from .orphan_guard import OrphanGuard, children
 from .settings import EngineSettings, check_vllm_version
 
@@ -164,11 +165,11 @@ class AsyncEngine:
         watcher = asyncio.ensure_future(self._abort_when(deadline, tasks))
         pooled: list[Any] = []
         try:
-            for window in self._windows(batch):
+            for number, window in enumerate(self._windows(batch)):
                 deadline.check()  # passed, or the client left, while it waited for room or for the last window
                 handed = [asyncio.ensure_future(self._pool(self._tokens_prompt(prompt_token_ids=ids[n].tolist()),
-                                                           self.kind.params(types[n]), f"{request_id}-{n}", rank))
-                          for n in window]
+                                                           self.kind.params(types[n]), name, rank))
+                          for n, name in zip(window, sequence_ids(request_id, number, window))]
                 tasks.extend(handed)
                 if span is not None:
                     span.add_event("handed over", {"sequences": len(window)})

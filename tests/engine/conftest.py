@@ -39,6 +39,7 @@ def engine_args(model: str | Path, **overrides) -> dict:
         "enforce_eager": True,
         "distributed_executor_backend": "uni",
         "scheduling_policy": "priority",  # as rerank_engine's configs have it
+        "scheduler_cls": "python_backends.engine.scheduler.WholeRequestScheduler",
         **overrides,
     }
 
