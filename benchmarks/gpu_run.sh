@@ -21,7 +21,8 @@
 #      KEY=JSON engine overrides, one sweep point each)  CONFIG_POINTS (space-separated committed config variants,
 #      e.g. gpu-fp8, one point each)  OVERLOAD (Triton at this multiple of its last level's rate
 #      after the levels, 4; 0 = none)  ROUNDS (times each load system runs, alternated A B A B: 2)
-#      BENCH_DEADLINE (seconds for all of it, 570)  BENCH_ARGS
+#      BENCH_DEADLINE (seconds for all of it, 570)  STEP_PROBE (1: vLLM's steps timed in both systems'
+#      processes, <model>.steps.txt: benchmarks/step_report.py)  BENCH_ARGS
 set -uo pipefail
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
@@ -55,6 +56,11 @@ export PYTHONPATH=$KIT_CLIENT_PATH:$ROOT
 # The Triton stub ignores PYTHONPATH: the model.py files import `python_backends` from this checkout through a .pth
 # file of the stub's environment (tools/offline_gpu/NOTES.md).
 echo "$ROOT" > "$KIT_STUBENV/lib/python3.12/site-packages/zz_repo.pth"
+if [ -n "${STEP_PROBE:-}" ]; then  # vLLM's steps timed in both systems' processes (benchmarks/step_probe.py)
+  echo "import benchmarks.step_probe" > "$KIT_STUBENV/lib/python3.12/site-packages/zz_step_probe.pth"
+  mkdir -p /tmp/step_probe_site && echo "import benchmarks.step_probe" > /tmp/step_probe_site/sitecustomize.py
+  export PYTHONPATH=/tmp/step_probe_site:$PYTHONPATH
+fi
 # one compile cache per vLLM release for every engine of the run: the second compiled start of a model is a warm
 # one; the JSON records how full it was at the start
 export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-/tmp/vllm_cache/$VLLM_VERSION}
@@ -71,6 +77,7 @@ for p in ${CONFIG_POINTS:-}; do sweep+=(--config-point "$p"); done
 for model in $MODELS; do
   left=$(( (DEADLINE - $(el) - 10) / n )); n=$((n - 1))
   say "benchmark $model (deadline ${left}s)"
+  export STEP_PROBE_DIR=/tmp/step_probe/$model
   # shellcheck disable=SC2086
   $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$VLLM_VERSION/$model" \
     --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --invariance "$INVARIANCE" --overload "$OVERLOAD" --rounds "$ROUNDS" --deadline "$left" --vllm-python "$VPY" \
@@ -78,6 +85,10 @@ for model in $MODELS; do
   for f in benchmark.json table.txt benchmark.png; do
     [ -f "/tmp/bench_out/$model/$f" ] && cp "/tmp/bench_out/$model/$f" "$OUT/$model.$f"
   done
+  if [ -n "${STEP_PROBE:-}" ]; then
+    $VPY benchmarks/step_report.py "$STEP_PROBE_DIR" > "$OUT/$model.steps.txt" 2>&1
+    tar -czf "$OUT/$model.step_probe.tar.gz" -C "$STEP_PROBE_DIR" . && rm -rf "$STEP_PROBE_DIR"
+  fi
 done
 tar -czf "$OUT/bench_logs.tar.gz" -C /tmp/bench_out $(cd /tmp/bench_out && ls -d */bench_logs.tar.gz 2>/dev/null) 2>/dev/null
 say "done rc=$rc"

@@ -1,0 +1,146 @@
+"""Timestamps of vLLM's front end and engine core, in every process of a benchmark run that imports vLLM.
+
+Loaded at interpreter start (gpu_run.sh with STEP_PROBE=1 writes the `.pth` line and `sitecustomize.py` that import
+it), it wraps, as their modules are imported: `AsyncLLM._add_request` (a sequence handed to the engine core),
+`EngineCore.add_request` (the engine core takes it into its scheduler), `Scheduler.schedule` (tokens and sequences
+of a step), `EngineCore.step` (the step's wall and CPU time) and `OutputProcessor.process_outputs` (answers back in
+the front end). Records are JSON lines in $STEP_PROBE_DIR/<pid>.jsonl, written every 10 s and at exit;
+`benchmarks/step_report.py` turns them into each request's timeline. The same probe runs in the Triton engine
+step's processes and the direct engine's, so what it costs is paid on both sides. Only for measuring.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+
+DIR = os.environ.get("STEP_PROBE_DIR", "/tmp/step_probe")
+FLUSH_S = 10.0
+_records: list[dict] = []
+_lock = threading.Lock()
+_state = {"pid": os.getpid(), "flushed": time.time()}
+
+
+def flush() -> None:
+    with _lock:
+        lines, _records[:] = list(_records), []
+    if lines:
+        os.makedirs(DIR, exist_ok=True)
+        with open(f"{DIR}/{os.getpid()}.jsonl", "a") as out:
+            out.write("".join(json.dumps(r) + "\n" for r in lines))
+    _state["flushed"] = time.time()
+
+
+def record(**fields) -> None:
+    if os.getpid() != _state["pid"]:  # a forked child: its own file
+        _forked()
+    _records.append(fields)
+    if time.time() - _state["flushed"] > FLUSH_S:
+        flush()
+
+
+def _forked() -> None:
+    _records.clear()
+    _state["pid"] = os.getpid()
+    _process()
+
+
+def _process() -> None:
+    _records.append({"ev": "process", "pid": os.getpid(), "ppid": os.getppid(), "exe": sys.executable,
+                     "argv": sys.argv[:3], "cpus": len(os.sched_getaffinity(0))})
+
+
+def _wrap_core(module) -> None:
+    core = module.EngineCore
+    for name in ("step", "step_with_batch_queue"):
+        original = getattr(core, name, None)
+        if original is not None:
+            setattr(core, name, _timed_step(original))
+    add = core.add_request
+
+    def add_request(self, request, *args, **kwargs):
+        record(ev="core_add", t=time.time(), rid=request.request_id)
+        return add(self, request, *args, **kwargs)
+    core.add_request = add_request
+
+
+def _timed_step(original):
+    def step(self, *args, **kwargs):
+        t0, cpu0 = time.time(), time.thread_time()
+        out = original(self, *args, **kwargs)
+        outputs = out[0] if isinstance(out, tuple) else None
+        answered = sum(len(o.outputs) for o in outputs.values()) if isinstance(outputs, dict) else None
+        record(ev="step", t0=t0, t1=time.time(), cpu_ms=round((time.thread_time() - cpu0) * 1e3, 3), nout=answered)
+        return out
+    return step
+
+
+def _wrap_scheduler(module) -> None:
+    original = module.Scheduler.schedule
+
+    def schedule(self, *args, **kwargs):
+        t0 = time.time()
+        out = original(self, *args, **kwargs)
+        record(ev="sched", t0=t0, ntok=out.total_num_scheduled_tokens, nreq=len(out.num_scheduled_tokens))
+        return out
+    module.Scheduler.schedule = schedule
+
+
+def _wrap_front_end(module) -> None:
+    original = module.AsyncLLM._add_request
+
+    async def _add_request(self, request, *args, **kwargs):
+        record(ev="fe_add", t=time.time(), rid=request.request_id)
+        return await original(self, request, *args, **kwargs)
+    module.AsyncLLM._add_request = _add_request
+
+
+def _wrap_outputs(module) -> None:
+    original = module.OutputProcessor.process_outputs
+
+    def process_outputs(self, outputs, *args, **kwargs):
+        t0 = time.time()
+        result = original(self, outputs, *args, **kwargs)
+        record(ev="fe_out", t0=t0, t1=time.time(), n=len(outputs))
+        return result
+    module.OutputProcessor.process_outputs = process_outputs
+
+
+WRAPS = {"vllm.v1.engine.core": _wrap_core, "vllm.v1.core.sched.scheduler": _wrap_scheduler,
+         "vllm.v1.engine.async_llm": _wrap_front_end, "vllm.v1.engine.output_processor": _wrap_outputs}
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the modules of WRAPS as the other finders do, and wraps them once they have run."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in WRAPS:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module, run=run, name=name):
+                run(module)
+                try:
+                    WRAPS[name](module)
+                except Exception as exc:  # noqa: BLE001 - a release with other names: measured without the probe
+                    record(ev="probe_error", module=name, error=repr(exc))
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _Finder())
+    _process()
+    atexit.register(flush)

@@ -1,0 +1,93 @@
+"""Each request's way through vLLM, from the records of `step_probe.py`: per front-end process (the Triton engine
+step's stub, the direct engine's benchmark child), the requests answered alone (concurrency 1) and, as medians:
+
+  submit      first to last sequence handed to the engine core (front end)
+  nsteps      engine-core steps that ran the request's tokens
+  step_ms     those steps' wall time, summed; last_step: the last one's
+  back        the last step's end to the front end's answer
+  total       first sequence handed over to the answer
+
+    python benchmarks/step_report.py /tmp/step_probe [--min-sequences 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+from collections import defaultdict
+
+FIELDS = ("submit", "nsteps", "step_ms", "last_step", "back", "total")
+
+
+def load(folder: str) -> dict[int, list[dict]]:
+    processes = {}
+    for path in glob.glob(f"{folder}/*.jsonl"):
+        with open(path) as lines:
+            processes[int(os.path.basename(path).split(".")[0])] = [json.loads(line) for line in lines if line.strip()]
+    return processes
+
+
+def request_rows(records: list[dict], core_of: dict[str, tuple[int, float]], processes: dict, min_sequences: int):
+    """One row per request of this front end answered with no other request in flight."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        if r["ev"] == "fe_add":
+            groups[r["rid"].rsplit("-", 2)[0]].append(r)  # <request>-<sequence>-<vLLM's suffix>
+    order = sorted(groups, key=lambda g: groups[g][0]["t"])
+    answers = sorted((r for r in records if r["ev"] == "fe_out" and r["n"]), key=lambda r: r["t0"])
+    rows = []
+    for k, key in enumerate(order):
+        adds = groups[key]
+        start, handed = adds[0]["t"], adds[-1]["t"]
+        following = groups[order[k + 1]][0]["t"] if k + 1 < len(order) else float("inf")
+        core = core_of.get(adds[0]["rid"])
+        if len(adds) < min_sequences or core is None:
+            continue
+        steps = sorted((r for r in processes[core[0]] if r["ev"] == "step" and start <= r["t0"] < following),
+                       key=lambda r: r["t0"])
+        working = [s for s in steps if s.get("nout")]
+        done = [a["t1"] for a in answers if working and working[-1]["t1"] <= a["t0"] < following]
+        if not working or not done or done[0] > following:
+            continue  # overlapped by the next request: not answered alone
+        scheds = [r for r in processes[core[0]] if r["ev"] == "sched" and start <= r["t0"] <= working[-1]["t1"]]
+        rows.append({"n": len(adds), "submit": (handed - start) * 1e3,
+                     "nsteps": sum(1 for s in scheds if s["ntok"]),
+                     "step_ms": sum(s["t1"] - s["t0"] for s in steps if s["t1"] <= working[-1]["t1"]) * 1e3,
+                     "last_step": (working[-1]["t1"] - working[-1]["t0"]) * 1e3,
+                     "back": (done[0] - working[-1]["t1"]) * 1e3, "total": (done[0] - start) * 1e3,
+                     "tokens_per_step": [s["ntok"] for s in scheds if s["ntok"]]})
+    return rows
+
+
+def report(folder: str, min_sequences: int) -> str:
+    processes = load(folder)
+    core_of = {r["rid"]: (pid, r["t"]) for pid, records in processes.items() for r in records
+               if r["ev"] == "core_add"}
+    out = []
+    for pid, records in sorted(processes.items()):
+        rows = request_rows(records, core_of, processes, min_sequences)
+        if not rows:
+            continue
+        who = next((r for r in records if r["ev"] == "process"), {})
+        out.append(f"front end {pid} ({who.get('exe')} {who.get('argv')}): {len(rows)} requests answered alone")
+        for name in FIELDS:
+            values = sorted(row[name] for row in rows)
+            out.append(f"  {name:10s} median {statistics.median(values):8.2f}   p10 {values[len(values) // 10]:8.2f}"
+                       f"   p90 {values[-1 - len(values) // 10]:8.2f}")
+        out.append("  tokens per step, first requests: " + "; ".join(str(r["tokens_per_step"]) for r in rows[:4]))
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder")
+    ap.add_argument("--min-sequences", type=int, default=32, help="requests with fewer sequences are left out")
+    args = ap.parse_args()
+    print(report(args.folder, args.min_sequences))
+
+
+if __name__ == "__main__":
+    main()
