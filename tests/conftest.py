@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.alone_gate import pytest_collection, pytest_runtestloop, pytest_sessionfinish  # noqa: F401 - hooks
 from tests.support.shared_memory import LEDGER
 from tests.support.shared_server import SHARED_SERVER_ENV, attach
 from tests.support.triton_server import RunningServer, start_test_server, stop_server
