@@ -50,7 +50,9 @@ def wait_for(stage: str) -> None:
     """Waits for `stage` at the gate of WAIT_GATE_ENV, when there is one."""
     path = os.environ.get(WAIT_GATE_ENV)
     if path:
-        _gates.setdefault(path, Gate(path)).wait_for(stage)
+        if path not in _gates:
+            _gates[path] = Gate(path)
+        _gates[path].wait_for(stage)
 
 
 @pytest.hookimpl(tryfirst=True)
