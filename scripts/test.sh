@@ -23,17 +23,29 @@ fi
 # Two passes: everything else on two pytest-xdist workers (the 2-core CI machine waits on servers and engines more
 # than it computes; `--dist loadfile` keeps each file on one worker, in order, with its module's server or engine;
 # files go out in collection order, the longest first: tests/conftest.py),
-# then the `alone` tests (fault injection, timing sensitive) with nothing else running. Exit 5 (nothing collected)
-# is fine for one pass, not for both.
+# then the `alone` tests (fault injection, timing sensitive) with nothing else running. The alone pass's process
+# starts beside the parallel pass and collects once a parallel worker has run out of files; its tests wait at the
+# gate until the parallel pass has ended (tests/support/alone_gate.py). Exit 5 (nothing collected) is fine for one
+# pass, not for both.
+GATE="$RUN_DIR/alone.gate"
+rm -f "$GATE"
+mkfifo "$GATE"
+exec {GATE_FD}<>"$GATE"  # test.sh's own: the passes run without it, so that its end is the FIFO's end
 set +e
+RERANKER_TEST_WAIT_GATE="$GATE" .venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 \
+  --junitxml="$RUN_DIR/alone.xml" -m alone "$@" {GATE_FD}>&- &
+ALONE_PID=$!
 PASS_START=$SECONDS
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=30 \
-  --junitxml="$RUN_DIR/parallel.xml" -m "not alone" "$@"
+RERANKER_TEST_OPEN_GATE="$GATE" .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile \
+  --no-loadscope-reorder --durations=30 --junitxml="$RUN_DIR/parallel.xml" -m "not alone" "$@" {GATE_FD}>&-
 first=$?
 PARALLEL_S=$((SECONDS - PASS_START))
 PASS_START=$SECONDS
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 --junitxml="$RUN_DIR/alone.xml" -m alone "$@"
+printf 'collect\nrun\n' >&"$GATE_FD"
+wait "$ALONE_PID"
 second=$?
+exec {GATE_FD}>&-
+rm -f "$GATE"
 ALONE_S=$((SECONDS - PASS_START))
 if [ -n "$KEEPER_PID" ]; then
   exec {KEEPER}>&-

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.alone_gate import pytest_collection, pytest_runtestloop, pytest_sessionfinish  # noqa: F401 - hooks
 from tests.support.shared_memory import LEDGER
 from tests.support.shared_server import SHARED_SERVER_ENV, attach
 from tests.support.triton_server import RunningServer, start_test_server, stop_server
@@ -29,14 +30,20 @@ from tests.support.triton_server import RunningServer, start_test_server, stop_s
 # The order files go out in. scripts/test.sh hands files to its two workers in collection order
 # (`--no-loadscope-reorder`), and server starts and engine loads take turns (tests/support/loading.py): the longest
 # file, which starts a server of its own, goes first; the unit tests next, so that the other worker computes while the
-# shared server and that one load instead of waiting for its turn to load; then the other long files, longest first
-# (engines and servers of their own, then the longest on the shared server); then the rest, whose many short files
-# fill the gaps at the end.
+# shared server and that one load instead of waiting for its turn to load; then the other files of 10 s or more,
+# longest first (engines and servers of their own, then the longest on the shared server); then the rest, whose many
+# short files fill the gaps at the end (a long file among them, handed out last, kept one worker busy alone).
 FIRST = "tests/gateway/test_two_models.py"
 WHILE_SERVERS_LOAD = "tests/unit/"
 LONGEST = (
     "tests/engine/test_vllm_engine.py",
     "tests/integration/test_lifecycle.py",
+    "tests/integration/test_server_kill.py",
+    "tests/deploy/test_image.py",
+    "tests/deploy/test_quickstart.py",
+    "tests/gateway/test_gateway_resilience.py",
+    "tests/deploy/test_loadtest_files.py",
+    "tests/gateway/test_sdk_clients.py",
     "tests/client/test_client.py",
     "tests/integration/test_reranker.py",
 )
