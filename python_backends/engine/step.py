@@ -52,57 +52,76 @@ class EngineDead(StepError, RuntimeError):
     reason = "engine_dead"  # its label in reranker_rejected_requests_total when it refuses a request
 
 
+def _import_vllm(settings: EngineSettings, device_id: int | None) -> Any:
+    """vLLM, imported once its environment is in place: the step's vllm_env, a UTF-8 locale (Triton's stub starts
+    Python without its environment's, so open() would decode ASCII, and torch and vLLM read UTF-8 files at import),
+    and on a GPU this instance's device only (one engine per GPU)."""
+    os.environ.update(settings.vllm_env)
+    locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
+    if device_id is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device_id)
+    import vllm
+
+    return vllm
+
+
 class AsyncEngine:
     """Owns the engine, its loop thread and the in-flight budget; `submit` maps one request to its raw scores."""
 
     def __init__(self, settings: EngineSettings, device_id: int | None = None, tracer: StepTracer | None = None) -> None:
         """`tracer`: the step's spans of traced requests (`submit`'s `trace_parent`); none by default."""
-        os.environ.update(settings.vllm_env)
+        self.settings = settings
         self.tracer = tracer if tracer is not None else StepTracer.off()
-        # Triton's stub starts Python without the locale of its environment, so open() would decode as ASCII;
-        # torch and vLLM read UTF-8 files at import.
-        locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
-        if device_id is not None:
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(device_id)  # one engine per GPU: this instance's GPU only
-        import vllm  # imported here: after the environment above is in place
+        self._ids = itertools.count()
+        self._on_death: Callable[[], None] | None = None
+        self._on_refusal: Callable[[BaseException], None] = lambda exc: None
+        self._closing = False
+        vllm = _import_vllm(settings, device_id)
+        engine_args = self._engine_args(vllm)
+        self._start_loop()
+        self._start_vllm(vllm.__version__, engine_args)
+        self._read_limits()
+        self._watchdog = asyncio.run_coroutine_threadsafe(self._watch_health(), self._loop)
 
-        vllm_release = check_vllm_version(vllm.__version__)
-        from vllm import AsyncEngineArgs, PoolingParams
+    def _engine_args(self, vllm: Any) -> Any:
+        """The model resolved and checked (its pinned bytes, its family), its score kind chosen for this vLLM, and
+        vLLM's arguments as configured."""
+        release = check_vllm_version(vllm.__version__)
         from vllm.inputs import TokensPrompt
 
         self._tokens_prompt = TokensPrompt
-        self.settings = settings
-        model_path = resolve_model(settings.model)
-        verify_sha256(model_path, settings.model_sha256)
+        model_path = resolve_model(self.settings.model)
+        verify_sha256(model_path, self.settings.model_sha256)
         family = detect_model(model_path).family
-        self.kind = family.score_kind(PoolingParams, vllm_release)
-        engine_args = AsyncEngineArgs(**settings.vllm_args(model_path, family))
+        self.kind = family.score_kind(vllm.PoolingParams, release)
+        return vllm.AsyncEngineArgs(**self.settings.vllm_args(model_path, family))
 
+    def _start_loop(self) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-engine-loop", daemon=True)
         self._thread.start()
+
+    def _start_vllm(self, version: str, engine_args: Any) -> None:
         started = time.monotonic()
         before = children(os.getpid())
         self.llm = self._call(self._build(engine_args))
         self.start_seconds = time.monotonic() - started
         # the engine-core processes vLLM just started: ended by the guard if this process dies without close()
         self._guard = OrphanGuard({pid: t for pid, t in children(os.getpid()).items() if pid not in before})
-        log.warning("vLLM %s engine ready in %.1f s", vllm.__version__, self.start_seconds)
-        config = self.llm.model_config
+        log.warning("vLLM %s engine ready in %.1f s", version, self.start_seconds)
+
+    def _read_limits(self) -> None:
+        """What a request is checked against, and how it is handed over, as the engine vLLM built has them."""
+        scheduler = self.llm.vllm_config.scheduler_config
         self.limits = EngineLimits(
-            max_model_len=config.max_model_len,
-            vocab_size=config.get_vocab_size(),
-            max_sequences=settings.max_sequences,
+            max_model_len=self.llm.model_config.max_model_len,
+            vocab_size=self.llm.model_config.get_vocab_size(),
+            max_sequences=self.settings.max_sequences,
             query_row=self.kind.query_row,
         )
-        self.budget = InflightBudget(settings.max_inflight_tokens, settings.max_waiting_tokens)
-        self._ids = itertools.count()
-        self._by_priority = self.llm.vllm_config.scheduler_config.policy == "priority"
-        self._step_tokens = self.llm.vllm_config.scheduler_config.max_num_batched_tokens
-        self._on_death: Callable[[], None] | None = None
-        self._on_refusal: Callable[[BaseException], None] = lambda exc: None
-        self._closing = False
-        self._watchdog = asyncio.run_coroutine_threadsafe(self._watch_health(), self._loop)
+        self.budget = InflightBudget(self.settings.max_inflight_tokens, self.settings.max_waiting_tokens)
+        self._by_priority = scheduler.policy == "priority"
+        self._step_tokens = scheduler.max_num_batched_tokens
 
     @staticmethod
     async def _build(engine_args: Any) -> Any:
