@@ -48,11 +48,21 @@ class Refusals(StepMetrics):
     error's `reason` (python_backends/errors.py; "internal" for any other failure). Triton 2.51 counts such a
     request as a success of the step and only the public model's failures show it, without the reason."""
 
-    def __init__(self, pb_utils: Any, labels: dict[str, str], reasons: tuple[str, ...]) -> None:
+    def __init__(self, pb_utils: Any, labels: dict[str, str], refused_as: tuple[type[BaseException], ...]) -> None:
+        """`refused_as`: the errors the step refuses requests with (its REFUSED_AS); their reasons' series exist from
+        the start at 0, so that an alert's rate() has them before the first refusal."""
         super().__init__(pb_utils, labels)
         # the same description in every step: Triton serves one family of this name for all of them
-        family = self.family("reranker_rejected_requests_total", "Requests a step refused, by reason", "COUNTER")
-        self._by_reason = {reason: family.Metric(labels={**labels, "reason": reason}) for reason in (*reasons, "internal")}
+        self._family = self.family("reranker_rejected_requests_total", "Requests a step refused, by reason", "COUNTER")
+        self._by_reason: dict[str, Any] = {}
+        for reason in (*(error.reason for error in refused_as), "internal"):
+            self._series(reason)
+
+    def _series(self, reason: str) -> Any:
+        if reason not in self._by_reason:
+            self._by_reason[reason] = self._family.Metric(labels={**self.labels, "reason": reason})
+        return self._by_reason[reason]
 
     def count(self, exc: BaseException) -> None:
-        self._by_reason[getattr(exc, "reason", "internal")].increment(1)
+        """Under the error's reason; one the step did not name is counted under its own all the same."""
+        self._series(getattr(exc, "reason", "internal")).increment(1)

@@ -25,6 +25,9 @@ from .profile_schema import CalibrationProfileError, load_profile
 from .profiles import CalibrationProfile
 from ..ranking import top_n_ranking
 
+# What the calibrate step refuses a request with, each error's `reason` a label of reranker_rejected_requests_total
+REFUSED_AS = (InvalidRequest,)
+
 log = logging.getLogger(__name__)
 
 

@@ -23,6 +23,9 @@ from .request import RequestTensors, RerankRequest, document_sizes, empty_text_e
 from .settings import PreprocessSettings
 from .tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, make_encoder
 
+# What the preprocess step refuses a request with, each error's `reason` a label of reranker_rejected_requests_total
+REFUSED_AS = (InvalidRequest, Overloaded)
+
 
 @dataclass
 class Preprocessed:

@@ -11,6 +11,7 @@ import numpy as np
 
 from python_backends.calibrate.metrics import ScoreDriftMetrics
 from python_backends.calibrate.profiles import CalibrationProfile, PlattCalibrator
+from python_backends.engine.deadline import DeadlineExceeded
 from python_backends.engine.step import EngineDead
 from python_backends.errors import InvalidRequest, Overloaded
 from python_backends.preprocess.metrics import PreprocessMetrics
@@ -67,10 +68,13 @@ def test_preprocess_counts_each_answer_and_its_time_from_execute():
 
 
 def test_each_refusal_is_counted_once_under_its_reason():
-    refusals = Refusals(PB_UTILS, LABELS, ("invalid", "work_budget", "engine_dead"))
-    for exc in (InvalidRequest("bad"), InvalidRequest("bad"), Overloaded("busy"), EngineDead("gone"), KeyError("x")):
+    refusals = Refusals(PB_UTILS, LABELS, (InvalidRequest, Overloaded, EngineDead))
+    assert _values(refusals) == {"invalid": 0.0, "work_budget": 0.0, "engine_dead": 0.0, "internal": 0.0}
+    for exc in (InvalidRequest("bad"), InvalidRequest("bad"), Overloaded("busy"), EngineDead("gone"), KeyError("x"),
+                DeadlineExceeded("late")):
         refusals.count(exc)
-    assert _values(refusals) == {"invalid": 2.0, "work_budget": 1.0, "engine_dead": 1.0, "internal": 1.0}
+    assert _values(refusals) == {"invalid": 2.0, "work_budget": 1.0, "engine_dead": 1.0, "internal": 1.0,
+                                 "deadline": 1.0}  # a reason the step did not name: counted all the same
     assert [m.labels for m in refusals._by_reason.values()][0] == {**LABELS, "reason": "invalid"}
 
 

@@ -5,7 +5,7 @@ import triton_python_backend_utils as pb_utils
 
 from python_backends.calibrate.metrics import CalibrationMetrics, ScoreDriftMetrics
 from python_backends.calibrate.settings import CalibrateSettings
-from python_backends.calibrate.step import ProfileStore, calibrate, validated_inputs
+from python_backends.calibrate.step import REFUSED_AS, ProfileStore, calibrate, validated_inputs
 from python_backends.prometheus import Refusals, model_labels
 from python_backends.seal import ScoreSeal
 from python_backends.triton_io import input_array, release_senders, required_array, respond
@@ -19,7 +19,7 @@ class TritonPythonModel:
         self.metrics = CalibrationMetrics(pb_utils, labels)
         self.metrics.in_use(self.profiles.profile.tag)
         self.drift = ScoreDriftMetrics(pb_utils, labels, self.settings.score_type, self.settings.drift_window)
-        self.refusals = Refusals(pb_utils, labels, ("invalid",))
+        self.refusals = Refusals(pb_utils, labels, REFUSED_AS)
         self.seal = ScoreSeal()  # drift counts the engine's sealed scores only: a direct call cannot move the alert
 
     def execute(self, requests: list) -> list:

@@ -14,7 +14,7 @@ import logging
 import triton_python_backend_utils as pb_utils
 
 from python_backends.engine import (
-    TENSORS, AsyncEngine, Deadline, EngineDead, EngineSettings, ReplyThread, SequenceBatch,
+    REFUSED_AS, TENSORS, AsyncEngine, Deadline, EngineDead, EngineSettings, ReplyThread, SequenceBatch,
 )
 from python_backends.engine.metrics import EngineMetrics
 from python_backends.prometheus import Refusals, model_labels
@@ -35,8 +35,7 @@ class TritonPythonModel:
         self.engine = AsyncEngine(settings, device_id=int(args["model_instance_device_id"]) if on_gpu else None,
                                   tracer=self.tracer)
         self.metrics = EngineMetrics(pb_utils, model_labels(args))
-        self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "work_budget", "engine_dead", "deadline",
-                                                                 "cancelled"))
+        self.refusals = Refusals(pb_utils, model_labels(args), REFUSED_AS)
         self.replies = ReplyThread(pb_utils, ScoreSeal().outputs, self.metrics, lambda: self.engine.unfinished_sequences)
         self.engine.on_death(self._unload)
         self.engine.on_refusal(self.refusals.count)

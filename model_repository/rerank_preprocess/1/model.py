@@ -15,7 +15,7 @@ import triton_python_backend_utils as pb_utils
 from python_backends.preprocess.metrics import PreprocessMetrics
 from python_backends.preprocess.request import RequestTensors
 from python_backends.preprocess.settings import PreprocessSettings
-from python_backends.preprocess.step import Preprocessed, Preprocessor, size_tokenizer_pool
+from python_backends.preprocess.step import REFUSED_AS, Preprocessed, Preprocessor, size_tokenizer_pool
 from python_backends.prometheus import Refusals, model_labels
 from python_backends.triton_io import error_response, input_array, release_senders, required_array
 
@@ -26,7 +26,7 @@ class TritonPythonModel:
         size_tokenizer_pool(settings.tokenizer_threads)  # before the first batch builds the pool
         self.preprocess = Preprocessor.from_settings(settings)
         self.metrics = PreprocessMetrics(pb_utils, model_labels(args))
-        self.refusals = Refusals(pb_utils, model_labels(args), ("invalid", "work_budget"))
+        self.refusals = Refusals(pb_utils, model_labels(args), REFUSED_AS)
         self.tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preprocess")  # in admission order
 
     def execute(self, requests: list) -> None:
