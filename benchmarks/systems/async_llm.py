@@ -1,6 +1,8 @@
 """The ceiling: vLLM's AsyncLLM in this process, built from the committed engine_args (same compile and batching
 settings as the Triton engine), fed the preprocess step's token ids; no server, no tokenization on the clock.
-Each request's sequences are submitted together and answered when all are pooled (raw scores, no activation)."""
+Each request's sequences are submitted together and answered when all are pooled (raw scores, no activation). Its
+sequence ids carry no window (python_backends/engine/groups.py), so the configs' scheduler queues each as it
+arrives, as vLLM's own does: the peer is vLLM's behaviour, whatever scheduler_cls the engine_args name."""
 
 from __future__ import annotations
 
