@@ -2,7 +2,7 @@
 optional, and where the server's limits live. docs/CONTRACT.md is this module in prose.
 
 Read by the steps, the client (reranker_client), the gateway and the load tests, so none of them spells a tensor
-name, a limit or the TOP_N rule of its own. The limits are not copied here: the request limits are parameters of
+name or a limit of its own (the TOP_N and ranking rules are `ranking.py`'s). The limits are not copied here: the request limits are parameters of
 rerank_preprocess's config, and max_model_len is the engine's (its `engine_args`, the variant's one statement of it).
 `RequestLimits.from_model_configs` reads them from the two configs, as the preprocess step gets them at load and as a
 client gets them from the running server (`GET /v2/models/<step>/config`, or gRPC ModelConfig). Standard library
@@ -228,15 +228,3 @@ def _parameter(config: Mapping[str, Any], name: str, parse=int) -> Any:
         return parse(str(raw).strip())
     except ValueError:
         return raw
-
-
-def ranking_length(top_n: int | None, n_documents: int) -> int:
-    """TOP_N's one rule, for the steps, the client and the gateway: absent means every document, otherwise
-    1 <= TOP_N <= N. Returns the length of RANKING."""
-    from .errors import InvalidRequest  # errors reads this module's ErrorKind
-
-    if top_n is None:
-        return n_documents
-    if not 1 <= top_n <= n_documents:
-        raise InvalidRequest(f"TOP_N must be between 1 and the number of documents ({n_documents}), got {top_n}", TOP_N)
-    return top_n

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from python_backends.contract import INT32_MAX, ranking_length
+from python_backends.contract import INT32_MAX
+from python_backends.ranking import ranking_length
 
 from .wire import build_inputs
 
@@ -42,7 +43,7 @@ class RerankPlan:
 
 
 def validate_top_n(top_n: int | None, n_documents: int) -> None:
-    """The server's TOP_N rule (contract.ranking_length), checked here when the server cannot check it (split calls,
+    """The server's TOP_N rule (python_backends.ranking.ranking_length), checked here when the server cannot check it (split calls,
     out of INT32); a top_n that is no int is the client's own error."""
     if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, (int, np.integer))):
         raise TypeError(f"top_n must be an int, got {type(top_n).__name__}")

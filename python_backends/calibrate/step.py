@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..contract import ranking_length
 from ..errors import InvalidRequest
+from ..ranking import ranking_length
 from .profile_schema import CalibrationProfileError, load_profile
 from .profiles import CalibrationProfile
 from ..ranking import top_n_ranking

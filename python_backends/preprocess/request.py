@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract import RequestLimits, ranking_length
+from ..contract import RequestLimits
+from ..ranking import ranking_length
 from ..errors import InvalidRequest
 
 
