@@ -20,10 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InvalidRequest
-from ..ranking import ranking_length
+from ..ranking import ranking_length, top_n_ranking
 from .profile_schema import CalibrationProfileError, load_profile
 from .profiles import CalibrationProfile
-from ..ranking import top_n_ranking
 
 # What the calibrate step refuses a request with, each error's `reason` a label of reranker_rejected_requests_total
 REFUSED_AS = (InvalidRequest,)

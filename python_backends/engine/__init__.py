@@ -3,8 +3,8 @@
 `settings` (config -> vLLM engine args), `deadline` (when an answer stops being wanted), `step` (the engine on
 its own loop thread, fairness, aborts, drain, death), `budget` (tokens in flight and the work waiting for room),
 `replies` (answers through Triton response senders), `metrics` (vLLM's time per request), `orphan_guard`
-(ends vLLM's processes if the stub dies), `groups` and `scheduler` (a request's sequences queued together in vLLM). How a family's pooled output becomes its raw
-score is the family's own (python_backends/families).
+(ends vLLM's processes if the stub dies), `groups` and `scheduler` (a request's sequences queued together in vLLM).
+How a family's pooled output becomes its raw score is the family's own (python_backends/families).
 """
 
 from ..errors import InvalidRequest, Overloaded
