@@ -86,7 +86,7 @@ for model in $MODELS; do
     [ -f "/tmp/bench_out/$model/$f" ] && cp "/tmp/bench_out/$model/$f" "$OUT/$model.$f"
   done
   if [ -n "${STEP_PROBE:-}" ]; then
-    $VPY benchmarks/step_report.py "$STEP_PROBE_DIR" > "$OUT/$model.steps.txt" 2>&1
+    $VPY -m benchmarks.step_report "$STEP_PROBE_DIR" > "$OUT/$model.steps.txt" 2>&1
     tar -czf "$OUT/$model.step_probe.tar.gz" -C "$STEP_PROBE_DIR" . && rm -rf "$STEP_PROBE_DIR"
   fi
 done

@@ -7,7 +7,7 @@ step's stub, the direct engine's benchmark child), the requests answered alone (
   back        the last step's end to the front end's answer
   total       first sequence handed over to the answer
 
-    python benchmarks/step_report.py /tmp/step_probe [--min-sequences 32]
+    python -m benchmarks.step_report /tmp/step_probe [--min-sequences 32]
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import argparse
 import glob
 import json
 import os
-import statistics
 from collections import defaultdict
+
+from loadtest.closed_loop import percentile
 
 FIELDS = ("submit", "nsteps", "step_ms", "last_step", "back", "total")
 
@@ -75,8 +76,8 @@ def report(folder: str, min_sequences: int) -> str:
         out.append(f"front end {pid} ({who.get('exe')} {who.get('argv')}): {len(rows)} requests answered alone")
         for name in FIELDS:
             values = sorted(row[name] for row in rows)
-            out.append(f"  {name:10s} median {statistics.median(values):8.2f}   p10 {values[len(values) // 10]:8.2f}"
-                       f"   p90 {values[-1 - len(values) // 10]:8.2f}")
+            out.append(f"  {name:10s} median {percentile(values, 50):8.2f}   p10 {percentile(values, 10):8.2f}"
+                       f"   p90 {percentile(values, 90):8.2f}")
         out.append("  tokens per step, first requests: " + "; ".join(str(r["tokens_per_step"]) for r in rows[:4]))
     return "\n".join(out)
 
