@@ -29,8 +29,7 @@ COMMITTED = {
     "gpu": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192"],
     "gpu-fp8": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192", "--quantization", "fp8"],
     "gpu-deterministic": ["Qwen/Qwen3-Reranker-0.6B", "--gpu", "--max-model-len", "8192", "--batch-invariant"],
-    "gpu-bge-m3": ["BAAI/bge-reranker-v2-m3", "--gpu", "--max-model-len", "8192", "--preprocess-instances", "4",
-                   "--tokenizer-threads", "3", "--queue-delay-us", "1000,2000,500"],
+    "gpu-bge-m3": ["BAAI/bge-reranker-v2-m3", "--gpu", "--max-model-len", "8192"],
 }
 # Their limits, as their hub config.json and tokenizer_config.json state them: (max_position_embeddings, tokenizer's)
 HUB_LIMITS = {"Qwen/Qwen3-Reranker-0.6B": ("qwen3", 40960, 131072), "BAAI/bge-reranker-v2-m3": ("xlmr", 8194, 8192)}
