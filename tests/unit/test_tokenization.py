@@ -15,7 +15,8 @@ from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest
 from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
 from python_backends.families.bi_encoder import BiEncoderTexts
-from python_backends.families.cross_encoder import CrossEncoderPairs
+from python_backends.families.base import UnsupportedModelError
+from python_backends.families.cross_encoder import CrossEncoderPairs, PairTemplate
 from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
@@ -99,6 +100,29 @@ def test_pairs_equal_transformers_pair_encoding(tiny, model, doc_words):
     assert max(encoded.lengths) <= MAX_LEN
     full = [len(hf(QUERY, doc)["input_ids"]) for doc in docs]
     assert encoded.truncated == sum(n > MAX_LEN for n in full)
+
+
+@pytest.mark.parametrize("model, head, middle, tail, types", [
+    ("bert", ["[CLS]"], ["[SEP]"], ["[SEP]"], (0, 0, 0, 1, 1)),
+    ("xlmr", ["<s>"], ["</s>", "</s>"], ["</s>"], (0, 0, 0, 0, 0)),
+])
+def test_pair_template_is_read_from_the_tokenizers_post_processor(tiny, model, head, middle, tail, types):
+    tokenizer = served_tokenizer(str(tiny[model]))
+    template = PairTemplate.of(tokenizer)
+    assert [[tokenizer.id_to_token(i) for i in part] for part in (template.head, template.middle, template.tail)] == [
+        head, middle, tail]
+    assert template.types == types
+
+
+def test_a_pair_template_that_puts_the_document_first_is_refused(tiny):
+    from tokenizers import processors
+
+    tokenizer = served_tokenizer(str(tiny["bert"]))
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $B:1 [SEP] $A:0 [SEP]",
+        special_tokens=[("[CLS]", tokenizer.token_to_id("[CLS]")), ("[SEP]", tokenizer.token_to_id("[SEP]"))])
+    with pytest.raises(UnsupportedModelError, match="pair template is not 'specials, query, specials, document, specials'"):
+        PairTemplate.of(tokenizer)
 
 
 def test_bert_token_types_mark_the_document(tiny):
