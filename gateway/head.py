@@ -55,27 +55,31 @@ class BoundedHead(H11Protocol):
         if self.lingering:
             return
         if self.head_timer is not None and self._head_grows_past_limit(data):
-            error = ApiError("header_too_large", f"the request line and headers are longer than the limit of "
-                             f"{self.max_bytes} bytes")
-            return self._refuse(error)
+            return self._refuse(self._too_large())
         super().data_received(data)
         self._follow_head()
 
     def on_response_complete(self) -> None:
+        # A pipelined request's head came in the reads of the one before it, uncounted: h11 holds it and parses it
+        # as the next cycle starts (in super()), so it is counted here first, as its reads would have been
+        pipelined = self.conn.trailing_data[0] if self.conn.their_state is h11.DONE else b""
+        if pipelined and self._head_grows_past_limit(pipelined, fresh=True):
+            return self._refuse(self._too_large())
         super().on_response_complete()
         if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
             self.lingering = True
             self._unset_keepalive_if_required()  # one clock bounds what is left: the head's, below
             self.transport.write_eof()
-        self._follow_head()
+        self._follow_head(counted=pipelined)
 
-    def _follow_head(self) -> None:
+    def _follow_head(self, counted: bytes = b"") -> None:
         """A head is awaited while h11 waits for the client's next request (IDLE), or would be after an early
         answer: its clock runs from the first moment the connection is in that state, and stops once the head is
-        whole."""
+        whole. `counted`: what of it has arrived already (pipelined behind the last request)."""
         awaited = (self.conn.their_state is h11.IDLE or self.lingering) and not self.transport.is_closing()
         if awaited and self.head_timer is None:
             self.head_bytes, self.head_tail = 0, b""
+            self._head_grows_past_limit(counted)
             self.head_timer = self.loop.call_later(self.timeout_s, self._head_late)
         elif not awaited:
             self._head_done()
@@ -85,8 +89,11 @@ class BoundedHead(H11Protocol):
             self.head_timer.cancel()
             self.head_timer = None
 
-    def _head_grows_past_limit(self, data: bytes) -> bool:
-        """Counts the head's bytes in `data` (up to its blank line, which may straddle two reads)."""
+    def _head_grows_past_limit(self, data: bytes, fresh: bool = False) -> bool:
+        """Counts the head's bytes in `data` (up to its blank line, which may straddle two reads); `fresh`: `data`
+        starts a head."""
+        if fresh:
+            self.head_bytes, self.head_tail = 0, b""
         seen = self.head_tail + data
         end = seen.find(HEAD_END)
         self.head_bytes += len(data) if end < 0 else end + len(HEAD_END) - len(self.head_tail)
@@ -100,6 +107,10 @@ class BoundedHead(H11Protocol):
             return
         self._refuse(ApiError("header_timeout", f"the request line and headers did not arrive within "
                                                 f"{self.timeout_s:g} s"))
+
+    def _too_large(self) -> ApiError:
+        return ApiError("header_too_large", f"the request line and headers are longer than the limit of "
+                        f"{self.max_bytes} bytes")
 
     def _refuse(self, error: ApiError) -> None:
         """The answer written as it is, past h11 (which answers only a request it has read), and the connection

@@ -6,6 +6,7 @@ bound are answered as before. Each refusal is counted under the path `head`."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 
@@ -69,6 +70,20 @@ def test_a_ten_megabyte_header_is_refused_without_being_read(port):
             received = b""
     assert received == b"" or received.startswith(b"HTTP/1.1 431 ")
     assert head_calls(port).get("431", 0) == before.get("431", 0) + 1
+
+
+@pytest.mark.parametrize("size, statuses", [(MAX_BYTES, [200, 200]), (MAX_BYTES + 1, [200, 431])])
+def test_a_head_pipelined_behind_a_request_is_bounded_like_the_first(port, size, statuses):
+    """Two requests in one send: the second head arrives in the first one's read, and is held to the same limit."""
+    before = head_calls(port)
+    second = padded_head(size).replace(b"X-Pad: ", b"Connection: close\r\nX-Pad: " , 1)[:-len(b"\r\n\r\n")]
+    second = second[:size - len(b"\r\n\r\n")] + b"\r\n\r\n"  # the added header's bytes taken from the padding
+    with connect(port) as conn:
+        conn.sendall(LIVE + b"\r\n" + second)
+        raw = read_all(conn)
+    assert len(second) == size
+    assert [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", raw)] == statuses  # answers follow bodies
+    assert head_calls(port).get("431", 0) == before.get("431", 0) + (431 in statuses)
 
 
 def test_a_head_not_whole_in_time_is_408_even_while_bytes_trickle_in(port):
