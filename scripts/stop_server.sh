@@ -32,7 +32,8 @@ stop_one() {  # stop_one PID_FILE
     return
   fi
   echo "stop_server: stopping tritonserver (pid $pid) ..."
-  local begin=$SECONDS start=$EPOCHREALTIME
+  local begin=$SECONDS start=$EPOCHREALTIME members
+  members=$(group_members "$pid")  # while they run: whose semaphores to look for once they have ended
   while [ $((SECONDS - begin)) -lt "$GRACE_S" ]; do
     if [ -z "$(group_members "$pid")" ]; then
       stopped "$1" "$pid"
@@ -44,6 +45,8 @@ stop_one() {  # stop_one PID_FILE
   # shellcheck disable=SC2046
   kill -KILL $(group_members "$pid") 2>/dev/null
   stopped "$1" "$pid"
+  # shellcheck disable=SC2086
+  remove_semaphores_of $members  # a process killed cannot unlink its own
   echo "stop_server: not stopped after $GRACE_S s; killed"
 }
 

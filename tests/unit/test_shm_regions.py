@@ -1,0 +1,48 @@
+"""scripts/shm_regions.sh's removal of the named semaphores a killed server's processes leave in /dev/shm: those of
+the given ended processes go, one a live process has open stays, whatever its name."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# A process that has imported joblib (as vLLM's engine core has, beside the engine step's code) names its locks after
+# itself; it makes one, says its name and waits.
+HOLDER = """
+import sys, time, multiprocessing
+import joblib.externals.loky.backend  # renames the multiprocessing locks made from here on
+lock = multiprocessing.get_context("spawn").Lock()
+print(lock._semlock.name, flush=True)
+time.sleep(60)
+"""
+
+
+def holder() -> tuple[subprocess.Popen, Path]:
+    process = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
+    name = process.stdout.readline().strip()
+    return process, Path("/dev/shm") / f"sem.{name.lstrip('/')}"
+
+
+def remove_semaphores_of(*pids: int) -> None:
+    subprocess.run(["bash", "-c", f'. "{ROOT}/scripts/shm_regions.sh"; remove_semaphores_of "$@"', "-",
+                    *map(str, pids)], check=True, timeout=30)
+
+
+def test_a_killed_process_semaphores_go_and_an_open_one_stays():
+    (killed, left), (live, held) = holder(), holder()
+    try:
+        assert left.name.startswith(f"sem.loky-{killed.pid}-") and held.name.startswith(f"sem.loky-{live.pid}-")
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=10)
+        assert left.exists()  # a process killed cannot unlink its own
+        remove_semaphores_of(killed.pid, live.pid)
+        assert (left.exists(), held.exists()) == (False, True)
+    finally:
+        for process in (killed, live):
+            process.kill()
+            process.wait(timeout=10)
+        left.unlink(missing_ok=True)
+        held.unlink(missing_ok=True)
