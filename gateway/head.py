@@ -62,7 +62,8 @@ class BoundedHead(H11Protocol):
     def on_response_complete(self) -> None:
         # A pipelined request's head came in the reads of the one before it, uncounted: h11 holds it and parses it
         # as the next cycle starts (in super()), so it is counted here first, as its reads would have been
-        pipelined = self.conn.trailing_data[0] if self.conn.their_state is h11.DONE else b""
+        waiting = self.conn.their_state is h11.DONE and not self.transport.is_closing()
+        pipelined = self.conn.trailing_data[0] if waiting else b""
         if pipelined and self._head_grows_past_limit(pipelined, fresh=True):
             return self._refuse(self._too_large())
         super().on_response_complete()

@@ -3,6 +3,7 @@ the given ended processes go, one a live process has open stays, whatever its na
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -21,7 +22,9 @@ time.sleep(60)
 
 
 def holder() -> tuple[subprocess.Popen, Path]:
-    process = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
+    """In a process group of its own, as a server's processes are: multiprocessing's resource tracker, the holder's
+    child, unlinks what a killed holder leaves unless the tracker is killed with it."""
+    process = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, start_new_session=True)
     name = process.stdout.readline().strip()
     return process, Path("/dev/shm") / f"sem.{name.lstrip('/')}"
 
@@ -35,14 +38,15 @@ def test_a_killed_process_semaphores_go_and_an_open_one_stays():
     (killed, left), (live, held) = holder(), holder()
     try:
         assert left.name.startswith(f"sem.loky-{killed.pid}-") and held.name.startswith(f"sem.loky-{live.pid}-")
-        killed.send_signal(signal.SIGKILL)
+        os.killpg(killed.pid, signal.SIGKILL)
         killed.wait(timeout=10)
         assert left.exists()  # a process killed cannot unlink its own
         remove_semaphores_of(killed.pid, live.pid)
         assert (left.exists(), held.exists()) == (False, True)
     finally:
         for process in (killed, live):
-            process.kill()
-            process.wait(timeout=10)
+            if process.returncode is None:  # not reaped: its number, and so its group's, is still its own
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
         left.unlink(missing_ok=True)
         held.unlink(missing_ok=True)
