@@ -22,7 +22,7 @@
 #      e.g. gpu-fp8, one point each)  OVERLOAD (Triton at this multiple of its last level's rate
 #      after the levels, 4; 0 = none)  ROUNDS (times each load system runs, alternated A B A B: 2)
 #      BENCH_DEADLINE (seconds for all of it, 570)  STEP_PROBE (1: vLLM's steps timed in both systems'
-#      processes, <model>.steps.txt: benchmarks/step_report.py)  BENCH_ARGS
+#      processes, and the preprocess step's own time; <model>.steps.txt: benchmarks/step_report.py)  BENCH_ARGS
 set -uo pipefail
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }

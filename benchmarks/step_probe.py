@@ -4,7 +4,8 @@ Loaded at interpreter start (gpu_run.sh with STEP_PROBE=1 writes the `.pth` line
 it), it wraps, as their modules are imported: `AsyncLLM._add_request` (a sequence handed to the engine core),
 `EngineCore.add_request` (the engine core takes it into its scheduler), `Scheduler.schedule` (tokens and sequences
 of a step), `EngineCore.step` (the step's wall and CPU time) and `OutputProcessor.process_outputs` (answers back in
-the front end). Records are JSON lines in $STEP_PROBE_DIR/<pid>.jsonl, written every 10 s and at exit;
+the front end), and the preprocess step's `Preprocessor.run`, `.encode` and `BoundedTokenizer.encode_batch`
+(its documents' tokenization). Records are JSON lines in $STEP_PROBE_DIR/<pid>.jsonl, written every 10 s and at exit;
 `benchmarks/step_report.py` turns them into each request's timeline. The same probe runs in the Triton engine
 step's processes and the direct engine's, so what it costs is paid on both sides. Only for measuring.
 """
@@ -112,8 +113,31 @@ def _wrap_outputs(module) -> None:
     module.OutputProcessor.process_outputs = process_outputs
 
 
+def _timed(kind: str, original):
+    def timed(*args, **kwargs):
+        t0 = time.time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            record(ev=kind, t0=t0, t1=time.time())
+    return timed
+
+
+def _wrap_preprocess(module) -> None:
+    """The preprocess step's own time: a request's whole run (parse and encode), its encoding, and within that the
+    documents' tokenization."""
+    module.Preprocessor.run = _timed("pre_run", module.Preprocessor.run)
+    module.Preprocessor.encode = _timed("pre_encode", module.Preprocessor.encode)
+
+
+def _wrap_tokenization(module) -> None:
+    module.BoundedTokenizer.encode_batch = _timed("pre_tokenize", module.BoundedTokenizer.encode_batch)
+
+
 WRAPS = {"vllm.v1.engine.core": _wrap_core, "vllm.v1.core.sched.scheduler": _wrap_scheduler,
-         "vllm.v1.engine.async_llm": _wrap_front_end, "vllm.v1.engine.output_processor": _wrap_outputs}
+         "vllm.v1.engine.async_llm": _wrap_front_end, "vllm.v1.engine.output_processor": _wrap_outputs,
+         "python_backends.preprocess.step": _wrap_preprocess,
+         "python_backends.preprocess.tokenization": _wrap_tokenization}
 
 
 class _Finder(importlib.abc.MetaPathFinder):

@@ -7,6 +7,10 @@ step's stub, the direct engine's benchmark child), the requests answered alone (
   back        the last step's end to the front end's answer
   total       first sequence handed over to the answer
 
+and per preprocess process, the medians of a request's `run` (parse and encode), `encode` and `tokenize` (the
+documents' batch tokenization, summed over its rounds), in ms: what of the step's time from `execute` to its answer
+is its own code, the rest being Triton's and the response's.
+
     python -m benchmarks.step_report /tmp/step_probe [--min-sequences 32]
 """
 
@@ -63,12 +67,31 @@ def request_rows(records: list[dict], core_of: dict[str, tuple[int, float]], pro
     return rows
 
 
+def preprocess_rows(records: list[dict]) -> dict[str, list[float]]:
+    """Each request's run, encode and tokenize times (ms) in one preprocess process; the tokenize calls inside a
+    run (a retry with a longer cut is a second call) are summed."""
+    runs = [r for r in records if r["ev"] == "pre_run"]
+    inside = {kind: [r for r in records if r["ev"] == f"pre_{kind}"] for kind in ("encode", "tokenize")}
+    rows: dict[str, list[float]] = {"run": [], "encode": [], "tokenize": []}
+    for run in runs:
+        rows["run"].append((run["t1"] - run["t0"]) * 1e3)
+        for kind, calls in inside.items():
+            within = (c["t1"] - c["t0"] for c in calls if run["t0"] <= c["t0"] and c["t1"] <= run["t1"])
+            rows[kind].append(sum(within) * 1e3)
+    return rows
+
+
 def report(folder: str, min_sequences: int) -> str:
     processes = load(folder)
     core_of = {r["rid"]: (pid, r["t"]) for pid, records in processes.items() for r in records
                if r["ev"] == "core_add"}
     out = []
     for pid, records in sorted(processes.items()):
+        pre = preprocess_rows(records)
+        if pre["run"]:
+            medians = (f"{name} {percentile(sorted(v), 50):.2f} ({percentile(sorted(v), 10):.2f}, "
+                       f"{percentile(sorted(v), 90):.2f})" for name, v in pre.items())
+            out.append(f"preprocess {pid}: {len(pre['run'])} requests; ms, median (p10, p90): " + ", ".join(medians))
         rows = request_rows(records, core_of, processes, min_sequences)
         if not rows:
             continue
