@@ -1,6 +1,7 @@
 """Drift detection on the running server: the shipped profile was fitted on the man-page set; scoring man pages
 keeps reranker_score_drift_psi under the 0.25 alert threshold, scoring the hand-written set pushes it over,
-reranker_raw_score counts every raw score the engine gave, and a direct call to the calibrate step moves neither."""
+reranker_raw_score counts every raw score the engine gave, a direct call to the calibrate step moves neither, and a
+sealed answer of the engine sent to it again counts once."""
 
 from __future__ import annotations
 
@@ -87,4 +88,44 @@ def test_psi_stays_under_the_threshold_in_the_fitting_domain_and_crosses_it_in_a
         time.sleep(0.5)
     assert raw_score_count(server) - counted == 8
     assert psi(server) > PSI_ALERT  # the alert the hand-written set raised is still raised
+
+    # One sealed answer of the engine, asked for directly and sent to calibrate 25 times (it moved the PSI from 8.28
+    # to 3.32 before seals counted once): its 2 scores count once
+    replayed = sealed_engine_answer(server)
+    counted = raw_score_count(server)
+    for _ in range(25):
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        client.infer("rerank_calibrate", [as_input(name, array) for name, array in replayed.items()])
+        client.close()
+    feed(server, handwritten[:8])  # the sealed pairs after it: the histogram is observed in order
+    deadline = time.monotonic() + 30
+    while raw_score_count(server) - counted < 2 + 8 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(1.0)  # what more would be counted by now
+    assert raw_score_count(server) - counted == 2 + 8
+
+
+def as_input(name: str, array: np.ndarray) -> grpcclient.InferInput:
+    tensor = grpcclient.InferInput(name, list(array.shape), "BYTES" if array.dtype == object else "FP32")
+    tensor.set_data_from_numpy(array)
+    return tensor
+
+
+def sealed_engine_answer(server) -> dict[str, np.ndarray]:
+    """RAW_SCORES and SCORE_SEAL of a request sent to rerank_preprocess, then rerank_engine, as the ensemble does."""
+    from reranker_client import build_inputs
+
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        tokens = client.infer("rerank_preprocess", build_inputs(grpcclient, "capital of France", ["Paris.", "Bananas."]))
+        names = ("TOKEN_IDS", "TOKEN_TYPE_IDS", "SEQUENCE_LENGTHS", "SEQUENCE_DOCUMENTS")
+        inputs = []
+        for name in names:
+            tensor = grpcclient.InferInput(name, list(tokens.as_numpy(name).shape), "INT32")
+            tensor.set_data_from_numpy(tokens.as_numpy(name))
+            inputs.append(tensor)
+        answer = client.infer("rerank_engine", inputs)
+        return {name: answer.as_numpy(name) for name in ("RAW_SCORES", "SCORE_SEAL")}
+    finally:
+        client.close()
 

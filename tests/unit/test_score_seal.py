@@ -48,3 +48,18 @@ def test_a_seal_that_does_not_verify_is_not_counted_and_said_once(caplog):
         assert caplog.messages == []
         assert not seal.counts(SCORES[0], forged) and not seal.counts(SCORES[0], forged)
     assert len(caplog.messages) == 1 and caplog.messages[0].startswith("a SCORE_SEAL did not verify")
+
+
+def test_a_sealed_answer_counts_once_and_only_while_fresh():
+    """A caller who keeps sealed answers of the engine and sends them straight to calibrate: each counts the first time
+    only, and none once FRESH_S has passed since the engine made it; the same scores sealed afresh (the same request
+    through the ensemble again) count again."""
+    now = [10**18]
+    seal = ScoreSeal(b"k" * 32, clock=lambda: now[0])
+    kept = seal.outputs(SCORES[0])["SCORE_SEAL"]
+    assert [seal.counts(SCORES[0], kept) for _ in range(25)] == [True] + [False] * 24
+    assert seal.counts(SCORES[0], seal.outputs(SCORES[0])["SCORE_SEAL"])
+    late = seal.outputs(SCORES[0])["SCORE_SEAL"]
+    now[0] += int(ScoreSeal.FRESH_S * 1e9) + 1
+    assert not seal.counts(SCORES[0], late)
+    assert seal.counts(SCORES[0], seal.outputs(SCORES[0])["SCORE_SEAL"])
