@@ -106,7 +106,8 @@ def test_psi_stays_under_the_threshold_in_the_fitting_domain_and_crosses_it_in_a
 
 
 def as_input(name: str, array: np.ndarray) -> grpcclient.InferInput:
-    tensor = grpcclient.InferInput(name, list(array.shape), "BYTES" if array.dtype == object else "FP32")
+    datatype = "BYTES" if array.dtype == object else {np.float32: "FP32", np.int32: "INT32"}[array.dtype.type]
+    tensor = grpcclient.InferInput(name, list(array.shape), datatype)
     tensor.set_data_from_numpy(array)
     return tensor
 
@@ -117,14 +118,10 @@ def sealed_engine_answer(server) -> dict[str, np.ndarray]:
 
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
-        tokens = client.infer("rerank_preprocess", build_inputs(grpcclient, "capital of France", ["Paris.", "Bananas."]))
+        pair = build_inputs(grpcclient, "capital of France", ["Paris.", "Bananas."])
+        tokens = client.infer("rerank_preprocess", pair)
         names = ("TOKEN_IDS", "TOKEN_TYPE_IDS", "SEQUENCE_LENGTHS", "SEQUENCE_DOCUMENTS")
-        inputs = []
-        for name in names:
-            tensor = grpcclient.InferInput(name, list(tokens.as_numpy(name).shape), "INT32")
-            tensor.set_data_from_numpy(tokens.as_numpy(name))
-            inputs.append(tensor)
-        answer = client.infer("rerank_engine", inputs)
+        answer = client.infer("rerank_engine", [as_input(name, tokens.as_numpy(name)) for name in names])
         return {name: answer.as_numpy(name) for name in ("RAW_SCORES", "SCORE_SEAL")}
     finally:
         client.close()
