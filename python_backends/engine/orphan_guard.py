@@ -18,7 +18,8 @@ waits on the dead server's shared memory, deaf to SIGTERM, with the engine core 
 next server start finds no memory. So when the stub's parent is gone, the guard gives the stub `STUB_GRACE_S` to
 exit by itself (an idle stub does), then SIGKILLs it and ends the engine cores as above; last it removes the shared-
 memory regions of that server (the region prefix in the stub's command line) that no process maps any more, which a
-killed server leaves behind (scripts/shm_regions.sh does the same at the next start).
+killed server leaves behind (scripts/shm_regions.sh does the same at the next start). The engine cores' named
+semaphores that a SIGKILL left go too.
 """
 
 from __future__ import annotations
@@ -113,6 +114,33 @@ def remove_unmapped(prefix: str, shm: Path = Path("/dev/shm")) -> list[str]:
     return removed
 
 
+def remove_semaphores_of(pids: list[int], shm: Path = Path("/dev/shm")) -> list[str]:
+    """The named semaphores those ended processes made that no process has open, removed. joblib's loky names every
+    multiprocessing lock of a process that imported it after that process (`sem.loky-<pid>-<random>`; vLLM's engine
+    core makes two), and a process killed by SIGKILL cannot unlink its own. An open semaphore is mapped under the
+    temporary name glibc made it by, so it is found by its device and inode (scripts/shm_regions.sh does the same)."""
+    candidates = [path for pid in pids for path in shm.glob(f"sem.loky-{pid}-*")]
+    if not candidates:
+        return []
+    mapped = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                mapped.update(tuple(line.split()[3:5]) for line in (proc / "maps").read_text().splitlines())
+            except OSError:
+                continue
+    removed = []
+    for path in candidates:
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        if (f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}", str(info.st_ino)) not in mapped:
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
+
+
 class OrphanGuard:
     """The stub's side: `OrphanGuard(pids)` starts the guard for them; `close()` after a clean shutdown."""
 
@@ -158,7 +186,9 @@ def main() -> None:
             server_died = True
             end_stub_of_dead_server(stub, stub_started)
     if CLOSED not in lines:
-        end(dict(tuple(map(int, line.split())) for line in lines))
+        targets = dict(tuple(map(int, line.split())) for line in lines)
+        end(targets)
+        remove_semaphores_of(list(targets))  # what a SIGKILL past the grace left
     if server_died and region:
         remove_unmapped(region.rsplit("_", 1)[0] + "_")
 

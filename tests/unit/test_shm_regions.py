@@ -1,5 +1,6 @@
-"""scripts/shm_regions.sh's removal of the named semaphores a killed server's processes leave in /dev/shm: those of
-the given ended processes go, one a live process has open stays, whatever its name."""
+"""The removal of the named semaphores a killed server's processes leave in /dev/shm, by scripts/shm_regions.sh (after a
+stop that had to SIGKILL) and by the engine step's orphan guard (after it SIGKILLed an engine core): those of the given
+ended processes go, one a live process has open stays."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from python_backends.engine import orphan_guard
 
 ROOT = Path(__file__).resolve().parents[2]
 # A process that has imported joblib (as vLLM's engine core has, beside the engine step's code) names its locks after
@@ -29,12 +34,17 @@ def holder() -> tuple[subprocess.Popen, Path]:
     return process, Path("/dev/shm") / f"sem.{name.lstrip('/')}"
 
 
-def remove_semaphores_of(*pids: int) -> None:
+def by_script(*pids: int) -> None:
     subprocess.run(["bash", "-c", f'. "{ROOT}/scripts/shm_regions.sh"; remove_semaphores_of "$@"', "-",
                     *map(str, pids)], check=True, timeout=30)
 
 
-def test_a_killed_process_semaphores_go_and_an_open_one_stays():
+def by_guard(*pids: int) -> None:
+    orphan_guard.remove_semaphores_of(list(pids))
+
+
+@pytest.mark.parametrize("remove_semaphores_of", [by_script, by_guard])
+def test_a_killed_process_semaphores_go_and_an_open_one_stays(remove_semaphores_of):
     (killed, left), (live, held) = holder(), holder()
     try:
         assert left.name.startswith(f"sem.loky-{killed.pid}-") and held.name.startswith(f"sem.loky-{live.pid}-")
