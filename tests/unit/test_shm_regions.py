@@ -29,7 +29,8 @@ time.sleep(60)
 def holder() -> tuple[subprocess.Popen, Path]:
     """In a process group of its own, as a server's processes are: multiprocessing's resource tracker, the holder's
     child, unlinks what a killed holder leaves unless the tracker is killed with it."""
-    process = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
     name = process.stdout.readline().strip()
     return process, Path("/dev/shm") / f"sem.{name.lstrip('/')}"
 
