@@ -28,7 +28,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from python_backends.preprocess.fast_bpe import bytes_to_unicode
+from python_backends.encoding.fast_bpe import bytes_to_unicode
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = ROOT / "build" / "qwen3-tokenizer"

@@ -137,7 +137,7 @@ def _wrap_tokenization(module) -> None:
 WRAPS = {"vllm.v1.engine.core": _wrap_core, "vllm.v1.core.sched.scheduler": _wrap_scheduler,
          "vllm.v1.engine.async_llm": _wrap_front_end, "vllm.v1.engine.output_processor": _wrap_outputs,
          "python_backends.preprocess.step": _wrap_preprocess,
-         "python_backends.preprocess.tokenization": _wrap_tokenization}
+         "python_backends.encoding.tokenization": _wrap_tokenization}
 
 
 class _Finder(importlib.abc.MetaPathFinder):

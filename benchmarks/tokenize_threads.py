@@ -5,7 +5,7 @@ At one request at a time the document tokenizing is all of the preprocess step's
 GPU, so it is the first thing a single request waits for. The tokenizer spreads a request's documents over its thread
 pool; this finds how far that scales on the host (each thread count in a fresh child process, since the pool is sized
 once per process). A Qwen3 checkpoint's encoder tokenizes its documents on the tokenizer's tiktoken twin
-(python_backends/preprocess/fast_bpe.py, on as many threads); `--compare-tokenizers` also times the same encoder with
+(python_backends/encoding/fast_bpe.py, on as many threads); `--compare-tokenizers` also times the same encoder with
 the twin refused (the `tokenizers` library alone), the two alternated request by request, and their ratio. Same
 requests as the GPU benchmark (benchmarks/corpus.py). Printed as a table and written as JSON:
 
@@ -33,7 +33,7 @@ CHILD = r"""
 import json, sys, time
 from benchmarks.corpus import make_requests
 from python_backends.families import detect_model, qwen3_yes_no
-from python_backends.preprocess.tokenization import make_encoder
+from python_backends.encoding.tokenization import make_encoder
 model, count, max_model_len, names = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(",")
 requests = make_requests(model, count)
 twins = []  # the twin the served encoder was given (a Qwen3 one only)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from python_backends.preprocess.tokenization import QueryTooLongError, make_encoder
+from python_backends.encoding.tokenization import QueryTooLongError, make_encoder
 
 from .checkpoint import ModelCheck
 

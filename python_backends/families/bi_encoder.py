@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..preprocess.tokenization import EncodedRequest, EncoderBase, flatten_documents, query_budget_error
+from ..encoding.tokenization import EncodedRequest, EncoderBase, flatten_documents, query_budget_error
 from .base import Checkpoint, ModelFamily, ScoreKind, UnsupportedModelError, as_float32
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer
 
-from ..preprocess.tokenization import EncodedRequest, EncoderBase, LongDocuments, flatten_documents, query_budget_error
+from ..encoding.tokenization import EncodedRequest, EncoderBase, LongDocuments, flatten_documents, query_budget_error
 from .base import Checkpoint, ClassifierLogit, ModelFamily, UnsupportedModelError
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..preprocess.fast_bpe import fast_bpe
-from ..preprocess.tokenization import (
+from ..encoding.fast_bpe import fast_bpe
+from ..encoding.tokenization import (
     BoundedTokenizer,
     EncodedRequest,
     EncoderBase,
@@ -57,7 +57,7 @@ def qwen3_reranker_prompt(query: str, instruction: str | None = None) -> YesNoPr
 
 class Qwen3YesNoPrompts(EncoderBase):
     """The chat prompt, tokenized as the model card does (prefix, body, suffix apart). The bodies, nearly all of the
-    tokenizing, go through the tokenizer's exact tiktoken twin where it has one (python_backends.preprocess.fast_bpe):
+    tokenizing, go through the tokenizer's exact tiktoken twin where it has one (python_backends.encoding.fast_bpe):
     they are read as ids alone."""
 
     takes_instruction = True

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..contract import RequestLimits
+from ..encoding.tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, make_encoder
 from ..errors import InvalidRequest, Overloaded
 from ..sequences import SequenceBatch
 from .request import RequestTensors, RerankRequest, document_sizes, empty_text_error, parse_request, request_cap
 from .settings import PreprocessSettings
-from .tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, make_encoder
 
 # What the preprocess step refuses a request with, each error's `reason` a label of reranker_rejected_requests_total
 REFUSED_AS = (InvalidRequest, Overloaded)
@@ -51,7 +51,7 @@ def release_memory() -> None:
 
 def size_tokenizer_pool(threads: int) -> None:
     """Size the Rust tokenizer's thread pool (rayon's, one per process, built at the first batch; default one
-    thread per core), and with it a tiktoken twin's threads (python_backends.preprocess.fast_bpe reads the same
+    thread per core), and with it a tiktoken twin's threads (python_backends.encoding.fast_bpe reads the same
     variable); 0 leaves them as the environment sizes them. Several preprocess instances each with a pool per core
     oversubscribe the CPU and starve vLLM's engine-core process of the time it needs to keep the GPU fed (H200 run,
     benchmarks/results/README.md)."""

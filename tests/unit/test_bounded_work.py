@@ -18,7 +18,7 @@ from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.request import RequestTensors
 from python_backends.preprocess.step import Preprocessor
-from python_backends.preprocess.tokenization import BoundedTokenizer, LongDocuments, encodings_of, make_encoder
+from python_backends.encoding.tokenization import BoundedTokenizer, LongDocuments, encodings_of, make_encoder
 from tests.support.tensors import text_row
 from tests.support.tiny_models import WORDS, session_models
 

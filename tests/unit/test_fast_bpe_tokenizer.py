@@ -1,4 +1,4 @@
-"""The tiktoken twin of a byte-level BPE tokenizer (python_backends/preprocess/fast_bpe.py) gives the ids of the
+"""The tiktoken twin of a byte-level BPE tokenizer (python_backends/encoding/fast_bpe.py) gives the ids of the
 tokenizer it twins for every text: real English documents, hand-picked edge cases, every Unicode character in
 context and random mixtures of the tricky ones; the Qwen3 encoder gives the same sequences on it as on the tokenizer;
 and tokenizers it cannot twin exactly get none.
@@ -23,9 +23,9 @@ from python_backends.checkpoint_files import served_tokenizer
 from python_backends.families import qwen3_yes_no
 from python_backends.families.qwen3_yes_no import Qwen3YesNoPrompts, qwen3_reranker_prompt
 from python_backends.model_source import resolve_model
-from python_backends.preprocess import fast_bpe as fast_bpe_module
-from python_backends.preprocess.fast_bpe import QWEN2_PATTERN, FastBpe, Refused, fast_bpe
-from python_backends.preprocess.tokenization import LongDocuments
+from python_backends.encoding import fast_bpe as fast_bpe_module
+from python_backends.encoding.fast_bpe import QWEN2_PATTERN, FastBpe, Refused, fast_bpe
+from python_backends.encoding.tokenization import LongDocuments
 from tests.support.tiny_models import session_models
 
 

@@ -21,7 +21,7 @@ from python_backends.families import detect_model
 from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
-from python_backends.preprocess.tokenization import make_encoder
+from python_backends.encoding.tokenization import make_encoder
 from tests.support.tiny_models import session_models
 
 MAX_LEN = 48

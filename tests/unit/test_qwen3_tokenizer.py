@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 from benchmarks import qwen3_tokenizer
 from python_backends.checkpoint_files import served_tokenizer
 from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
-from python_backends.preprocess.tokenization import EmptyTextError, LongDocuments
+from python_backends.encoding.tokenization import EmptyTextError, LongDocuments
 from tests.support.tokenizer_parity import assert_tokenizes_as
 
 # <|im_start|>system\nJudge whether the Document meets ... only be "yes" or "no".<|im_end|>\n<|im_start|>user\n

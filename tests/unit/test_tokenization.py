@@ -20,7 +20,7 @@ from python_backends.families.cross_encoder import CrossEncoderPairs, PairTempla
 from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
-from python_backends.preprocess.tokenization import EmptyTextError, LongDocuments, QueryTooLongError, make_encoder
+from python_backends.encoding.tokenization import EmptyTextError, LongDocuments, QueryTooLongError, make_encoder
 from tests.support.tensors import text_row
 from tests.support.tokenizer_parity import assert_tokenizes_as
 from tests.support.tiny_models import WORDS, session_models

@@ -5,7 +5,7 @@ Works on the Rust `tokenizers` backend directly (python_backends.checkpoint_file
 tokenizer.json as transformers' AutoTokenizer does, without importing transformers): it batches the documents,
 truncates an encoding in place and applies the model's own special-token template (`post_process`). An encoder that
 reads its documents' ids alone (Qwen3's) tokenizes them on the tokenizer's tiktoken twin where one gives the same ids
-for every text (python_backends.preprocess.fast_bpe: ~1/5 of the time). A document that does not fit is cut (the
+for every text (python_backends.encoding.fast_bpe: ~1/5 of the time). A document that does not fit is cut (the
 query, the template and its suffix stay whole) or, in window mode (`window_overlap` set), split into overlapping
 windows that are scored separately; the engine keeps the best window's score per document.
 
@@ -151,7 +151,7 @@ class BoundedTokenizer(Generic[Tokens]):
     MAX_CHARS_PER_TOKEN characters a token: text with fewer tokens than that (a 120-letter word is one unknown token)
     is scored on its first characters (after leading blanks), so the time per admitted token stays bounded (tokenizing
     costs by characters). `encode_batch` tokenizes a list of texts without special tokens: `encodings_of(tokenizer)`,
-    or a tiktoken twin's ids (python_backends.preprocess.fast_bpe).
+    or a tiktoken twin's ids (python_backends.encoding.fast_bpe).
     """
 
     CHARS_PER_TOKEN = 6  # English averages ~4-5 characters a token (MiniLM, Qwen3): one cut serves most text
