@@ -35,7 +35,7 @@ if os.path.isdir(os.path.join(sys.path[0], "python_backends", "preprocess")):  #
     from python_backends.contract import RequestLimits
     from python_backends.families import detect_model
     from python_backends.preprocess import step
-    from python_backends.encoding.tokenization import make_encoder
+    from python_backends.families import make_encoder
     limits = RequestLimits(1024, 65536, 4096, 256)
 else:  # the older commit compared against: one module per concern
     from python_backends import preprocessing as step

@@ -33,7 +33,7 @@ CHILD = r"""
 import json, sys, time
 from benchmarks.corpus import make_requests
 from python_backends.families import detect_model, qwen3_yes_no
-from python_backends.encoding.tokenization import make_encoder
+from python_backends.families import make_encoder
 model, count, max_model_len, names = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(",")
 requests = make_requests(model, count)
 twins = []  # the twin the served encoder was given (a Qwen3 one only)

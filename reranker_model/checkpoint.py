@@ -13,9 +13,8 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from python_backends.families import ModelFamily, Qwen3YesNo, UnsupportedModelError, detect_model
+from python_backends.families import ModelFamily, Qwen3YesNo, UnsupportedModelError, detect_model, make_encoder
 from python_backends.model_source import PACKAGE_PREFIX, ModelSourceError, checkpoint_identity, local_checkpoint
-from python_backends.encoding.tokenization import make_encoder
 
 from .weights import BrokenWeights, Weights, checked_weights
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from python_backends.encoding.tokenization import QueryTooLongError, make_encoder
+from python_backends.encoding.tokenization import QueryTooLongError
+from python_backends.families import make_encoder
 
 from .checkpoint import ModelCheck
 

@@ -20,14 +20,12 @@ import functools
 import sys
 from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from tokenizers import Encoding, Tokenizer
 
 from ..checkpoint_files import served_tokenizer
 
-if TYPE_CHECKING:
-    from ..families.base import ModelFamily
 
 
 class QueryTooLongError(ValueError):
@@ -239,12 +237,3 @@ class EncoderBase:
             pieces, cut = self._long.fit(encoding, budget, cap)
             fitted.append((pieces, cut or shortened))
         return fitted
-
-
-def make_encoder(
-    family: type[ModelFamily], model: str, max_model_len: int, window_overlap: int | None = None, max_windows: int | None = None
-) -> RequestEncoder:
-    """The encoder of a model family (python_backends.families), e.g. `make_encoder(detect_model(path).family, path,
-    512)`; `window_overlap` (tokens shared by neighbouring windows) switches long documents from cutting to at most
-    `max_windows` windows per document."""
-    return family.encoder(model, max_model_len, LongDocuments(window_overlap, max_windows))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..encoding.tokenization import LongDocuments, RequestEncoder
 from .base import Checkpoint, ModelFamily, UnsupportedModelError
 from .bi_encoder import BiEncoder
 from .cross_encoder import CrossEncoder
@@ -17,6 +18,7 @@ from .qwen3_yes_no import Qwen3YesNo
 
 __all__ = [
     "FAMILIES", "BiEncoder", "CrossEncoder", "ModelFamily", "ModelInfo", "Qwen3YesNo", "UnsupportedModelError", "detect_model",
+    "make_encoder",
 ]
 
 # In detection order: the first family whose `detects` says yes is the checkpoint's.
@@ -46,3 +48,13 @@ def detect_model(model: str) -> ModelInfo:
         "reranker; expected a *ForSequenceClassification cross-encoder, Qwen3ForCausalLM (Qwen3-Reranker) "
         "or a sentence-embedding encoder"
     )
+
+
+def make_encoder(
+    family: type[ModelFamily], model: str, max_model_len: int, window_overlap: int | None = None,
+    max_windows: int | None = None,
+) -> RequestEncoder:
+    """The encoder of a model family, e.g. `make_encoder(detect_model(path).family, path, 512)`; `window_overlap`
+    (tokens shared by neighbouring windows) switches long documents from cutting to at most `max_windows` windows per
+    document."""
+    return family.encoder(model, max_model_len, LongDocuments(window_overlap, max_windows))

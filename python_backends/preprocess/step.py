@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..contract import RequestLimits
-from ..encoding.tokenization import EmptyTextError, QueryTooLongError, RequestEncoder, make_encoder
+from ..encoding.tokenization import EmptyTextError, QueryTooLongError, RequestEncoder
+from ..families import make_encoder
 from ..errors import InvalidRequest, Overloaded
 from ..sequences import SequenceBatch
 from .request import RequestTensors, RerankRequest, document_sizes, empty_text_error, parse_request, request_cap

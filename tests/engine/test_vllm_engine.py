@@ -16,13 +16,12 @@ import torch
 
 from python_backends.contract import RequestLimits
 from python_backends.engine import AsyncEngine, ClientGone, Deadline, DeadlineExceeded, SequenceBatch
-from python_backends.families import detect_model
+from python_backends.families import detect_model, make_encoder
 from python_backends.families.base import ClassifierLogit
 from python_backends.families.bi_encoder import CosineToQuery
 from python_backends.families.qwen3_yes_no import HF_OVERRIDES
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
-from python_backends.encoding.tokenization import make_encoder
 from python_backends.engine.budget import CANCEL_POLL_S
 from reranker_model.parity import reference_for
 from tests.engine.conftest import MAX_MODEL_LEN, engine_settings, open_engine

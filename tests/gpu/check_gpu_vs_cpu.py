@@ -212,7 +212,7 @@ def torch_reference(model_dir: str, round_fp16: bool) -> list[list[float]]:
     from transformers import AutoModel
 
     from python_backends.families import BiEncoder
-    from python_backends.encoding.tokenization import make_encoder
+    from python_backends.families import make_encoder
 
     model = AutoModel.from_pretrained(model_dir, dtype=torch.float32).eval()
     if round_fp16:

@@ -14,11 +14,11 @@ import pytest
 from python_backends.checkpoint_files import served_tokenizer
 from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest, Overloaded
-from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
+from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo, make_encoder
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.request import RequestTensors
 from python_backends.preprocess.step import Preprocessor
-from python_backends.encoding.tokenization import BoundedTokenizer, LongDocuments, encodings_of, make_encoder
+from python_backends.encoding.tokenization import BoundedTokenizer, LongDocuments, encodings_of
 from tests.support.tensors import text_row
 from tests.support.tiny_models import WORDS, session_models
 

@@ -17,11 +17,10 @@ from python_backends.calibrate.profiles import (
 )
 from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest
-from python_backends.families import detect_model
+from python_backends.families import detect_model, make_encoder
 from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
-from python_backends.encoding.tokenization import make_encoder
 from tests.support.tiny_models import session_models
 
 MAX_LEN = 48

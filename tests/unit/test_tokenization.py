@@ -13,14 +13,14 @@ from transformers import AutoTokenizer
 from python_backends.checkpoint_files import served_tokenizer
 from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest
-from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo
+from python_backends.families import BiEncoder, CrossEncoder, Qwen3YesNo, make_encoder
 from python_backends.families.bi_encoder import BiEncoderTexts
 from python_backends.families.base import UnsupportedModelError
 from python_backends.families.cross_encoder import CrossEncoderPairs, PairTemplate
 from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
 from python_backends.model_source import resolve_model
 from python_backends.preprocess.step import Preprocessor
-from python_backends.encoding.tokenization import EmptyTextError, LongDocuments, QueryTooLongError, make_encoder
+from python_backends.encoding.tokenization import EmptyTextError, LongDocuments, QueryTooLongError
 from tests.support.tensors import text_row
 from tests.support.tokenizer_parity import assert_tokenizes_as
 from tests.support.tiny_models import WORDS, session_models
