@@ -20,7 +20,7 @@ import logging
 from http import HTTPStatus
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -28,15 +28,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from tritonclient.utils import InferenceServerException
 
-from python_backends.contract import ErrorKind
+from python_backends.contract import ErrorKind, ServerError
 from python_backends.errors import InvalidRequest
 from reranker_client import CalibrationChangedError, is_retryable
 from reranker_client.server_errors import read_error
 
 from .engine_watch import EngineLost
-
-if TYPE_CHECKING:
-    from .limits import Fields
 
 log = logging.getLogger("gateway")
 
@@ -142,7 +139,13 @@ SERVER_KINDS = {
 }
 
 
-def triton_error(error: Exception, names: Fields | None = None) -> ApiError:
+class CallerNames(Protocol):
+    """What turns the server's refusal into the caller's words (gateway.limits.Fields, per route)."""
+
+    def caller_error(self, error: ServerError) -> ApiError: ...
+
+
+def triton_error(error: Exception, names: CallerNames | None = None) -> ApiError:
     """The ApiError for an exception raised by the client while talking to Triton; only a refusal of the
     request (`invalid`) keeps the server's words, in the caller's field names when `names` are given."""
     if isinstance(error, InferenceServerException):
