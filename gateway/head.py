@@ -7,6 +7,10 @@ timer stops at a request's first byte, and its httptools parser takes a head of 
 The protocol is uvicorn's h11 one, whatever else is installed, so that the gateway parses the same way wherever it
 runs (its image has no httptools): its parser state says when a head is awaited. A body is not this module's: the
 Guard bounds it in size and time.
+
+Why a subclass of uvicorn's protocol and not something simpler: an ASGI middleware sees a request only once its head
+has been read whole, however large or slow, and h11's own bound answers a bare 400 with no count; the other way is a
+proxy in front (the chart can run one), which a gateway started by itself would not have.
 """
 
 from __future__ import annotations

@@ -13,6 +13,11 @@ host's boot id and the server process's pid and start time (each step's stub is 
 steps compute it without a file or a setting, and a restarted server has a key of its own. That is the trust
 boundary: a user logged in to the host can read those three and forge seals; callers over the network cannot.
 
+Why not simpler: the ensemble's steps are models of the server like `reranker`, callable by whoever reaches its port,
+and Triton 2.51 has no per-model access control for inference; a gauge fed by any caller of `rerank_calibrate` could
+be set to any value by one request. Computing drift outside the server (the gateway) would leave out every client that
+calls Triton directly.
+
     >>> seal = ScoreSeal(b"k" * 32)
     >>> scores = np.array([0.5, -1.25], dtype=np.float32)
     >>> seal.verifies(scores, seal.seal(scores)), seal.verifies(scores + 1, seal.seal(scores))
