@@ -10,7 +10,7 @@ Guard bounds it in size and time.
 
 Why a subclass of uvicorn's protocol and not something simpler: an ASGI middleware sees a request only once its head
 has been read whole, however large or slow, and h11's own bound answers a bare 400 with no count; the other way is a
-proxy in front (the chart can run one), which a gateway started by itself would not have.
+reverse proxy in front, which a gateway started by itself would not have.
 """
 
 from __future__ import annotations
