@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import ApiError
+from .errors import ApiError, ApiErrorKind
 
 DEFAULT_RANK_FIELD = "text"
 LISTED_FIELDS = 5  # rank fields named in an error; the rest are counted
@@ -36,7 +36,7 @@ class RankFields:
         where = f"documents[{index}].{fields[0]}" if len(fields) == 1 else f"documents[{index}]"
         listed = ", ".join(repr(f[:64]) for f in fields[:LISTED_FIELDS])
         more = f" and {len(fields) - LISTED_FIELDS} more" if len(fields) > LISTED_FIELDS else ""
-        return ApiError("invalid", f"{where} is missing: a document object needs one of the rank fields "
+        return ApiError(ApiErrorKind.INVALID, f"{where} is missing: a document object needs one of the rank fields "
                         f"[{listed}]{more}", param=where)
 
     def text(self, index: int, document: str | Mapping[str, Any]) -> str:

@@ -17,9 +17,10 @@ value the caller sent is echoed at most once and cut (`shown`).
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
+from http import HTTPStatus
 from typing import Any, Protocol
 
 from fastapi import Request
@@ -38,8 +39,25 @@ from .engine_watch import EngineLost
 log = logging.getLogger("gateway")
 
 
+class ApiErrorKind(StrEnum):
+    """What a call is refused or failed for: each kind has its status and error type per API (COMPATIBLE, TEI)."""
+
+    INVALID = "invalid"
+    EMPTY = "empty"
+    NOT_FOUND = "not_found"
+    UNAUTHORIZED = "unauthorized"
+    TOO_LARGE = "too_large"
+    BODY_TIMEOUT = "body_timeout"
+    HEADER_TOO_LARGE = "header_too_large"
+    HEADER_TIMEOUT = "header_timeout"
+    OVERLOADED = "overloaded"
+    UNAVAILABLE = "unavailable"
+    TIMEOUT = "timeout"
+    BACKEND = "backend"
+
+
 class ApiError(Exception):
-    def __init__(self, kind: str, message: str, param: str | None = None) -> None:
+    def __init__(self, kind: ApiErrorKind, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.kind, self.message, self.param = kind, message, param
 
@@ -52,39 +70,39 @@ class Answer:
 
 # Cohere / vLLM / Jina
 COMPATIBLE = {
-    "invalid": Answer(400, "BadRequestError"),
-    "empty": Answer(400, "BadRequestError"),
-    "not_found": Answer(404, "NotFoundError"),
-    "unauthorized": Answer(401, "AuthenticationError"),
-    "too_large": Answer(413, "PayloadTooLargeError"),
-    "body_timeout": Answer(408, "RequestTimeoutError"),
-    "header_too_large": Answer(431, "RequestHeaderFieldsTooLargeError"),
-    "header_timeout": Answer(408, "RequestTimeoutError"),
-    "overloaded": Answer(503, "ServiceUnavailableError"),
-    "unavailable": Answer(503, "ServiceUnavailableError"),
-    "timeout": Answer(504, "GatewayTimeoutError"),
-    "backend": Answer(502, "BadGatewayError"),
+    ApiErrorKind.INVALID: Answer(400, "BadRequestError"),
+    ApiErrorKind.EMPTY: Answer(400, "BadRequestError"),
+    ApiErrorKind.NOT_FOUND: Answer(404, "NotFoundError"),
+    ApiErrorKind.UNAUTHORIZED: Answer(401, "AuthenticationError"),
+    ApiErrorKind.TOO_LARGE: Answer(413, "PayloadTooLargeError"),
+    ApiErrorKind.BODY_TIMEOUT: Answer(408, "RequestTimeoutError"),
+    ApiErrorKind.HEADER_TOO_LARGE: Answer(431, "RequestHeaderFieldsTooLargeError"),
+    ApiErrorKind.HEADER_TIMEOUT: Answer(408, "RequestTimeoutError"),
+    ApiErrorKind.OVERLOADED: Answer(503, "ServiceUnavailableError"),
+    ApiErrorKind.UNAVAILABLE: Answer(503, "ServiceUnavailableError"),
+    ApiErrorKind.TIMEOUT: Answer(504, "GatewayTimeoutError"),
+    ApiErrorKind.BACKEND: Answer(502, "BadGatewayError"),
 }
 # text-embeddings-inference (router/src/lib.rs ErrorType and its StatusCode mapping)
 TEI = {
-    "invalid": Answer(422, "Validation"),
-    "empty": Answer(400, "Empty"),
-    "not_found": Answer(422, "Validation"),
-    "unauthorized": Answer(401, "Unauthorized"),
-    "too_large": Answer(413, "PayloadTooLarge"),
-    "body_timeout": Answer(408, "Validation"),
-    "overloaded": Answer(429, "Overloaded"),
-    "unavailable": Answer(503, "Unhealthy"),
-    "timeout": Answer(424, "Backend"),
-    "backend": Answer(424, "Backend"),
+    ApiErrorKind.INVALID: Answer(422, "Validation"),
+    ApiErrorKind.EMPTY: Answer(400, "Empty"),
+    ApiErrorKind.NOT_FOUND: Answer(422, "Validation"),
+    ApiErrorKind.UNAUTHORIZED: Answer(401, "Unauthorized"),
+    ApiErrorKind.TOO_LARGE: Answer(413, "PayloadTooLarge"),
+    ApiErrorKind.BODY_TIMEOUT: Answer(408, "Validation"),
+    ApiErrorKind.OVERLOADED: Answer(429, "Overloaded"),
+    ApiErrorKind.UNAVAILABLE: Answer(503, "Unhealthy"),
+    ApiErrorKind.TIMEOUT: Answer(424, "Backend"),
+    ApiErrorKind.BACKEND: Answer(424, "Backend"),
 }
 RETRY_AFTER_S = 1
 SHOWN_CHARS = 64
 FIXED_MESSAGES = {
-    "overloaded": f"the reranker server is overloaded: retry after {RETRY_AFTER_S} s",
-    "unavailable": f"the reranker server is unavailable: retry after {RETRY_AFTER_S} s",
-    "timeout": "the reranker server did not answer in time",
-    "backend": "the reranker server failed the request",
+    ApiErrorKind.OVERLOADED: f"the reranker server is overloaded: retry after {RETRY_AFTER_S} s",
+    ApiErrorKind.UNAVAILABLE: f"the reranker server is unavailable: retry after {RETRY_AFTER_S} s",
+    ApiErrorKind.TIMEOUT: "the reranker server did not answer in time",
+    ApiErrorKind.BACKEND: "the reranker server failed the request",
 }
 
 
@@ -93,8 +111,8 @@ def shown(value: str, limit: int = SHOWN_CHARS) -> str:
     return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
 
 
-def _headers(kind: str) -> dict[str, str] | None:
-    return {"Retry-After": str(RETRY_AFTER_S)} if kind in ("overloaded", "unavailable") else None
+def _headers(kind: ApiErrorKind) -> dict[str, str] | None:
+    return {"Retry-After": str(RETRY_AFTER_S)} if kind in (ApiErrorKind.OVERLOADED, ApiErrorKind.UNAVAILABLE) else None
 
 
 def _compatible_body(message: str, error_type: str, param: str | None, status: int) -> dict[str, Any]:
@@ -121,21 +139,21 @@ def is_tei_body(body: Any) -> bool:
     return isinstance(body, Mapping) and "texts" in body
 
 
-def _server_error(kind: str, error: BaseException) -> ApiError:
+def _server_error(kind: ApiErrorKind, error: BaseException) -> ApiError:
     log.warning("Triton call failed (%s): %s", kind, error)
     return ApiError(kind, FIXED_MESSAGES[kind])
 
 
 # The gateway's kind for each kind of server error (python_backends.contract.ErrorKind).
 SERVER_KINDS = {
-    ErrorKind.INVALID: "invalid",
-    ErrorKind.OVERLOADED: "overloaded",
-    ErrorKind.DEADLINE: "timeout",
-    ErrorKind.CANCELLED: "unavailable",
-    ErrorKind.ENGINE_DEAD: "unavailable",
-    ErrorKind.UNAVAILABLE: "unavailable",
-    ErrorKind.NOT_LOADED: "unavailable",
-    ErrorKind.INTERNAL: "backend",
+    ErrorKind.INVALID: ApiErrorKind.INVALID,
+    ErrorKind.OVERLOADED: ApiErrorKind.OVERLOADED,
+    ErrorKind.DEADLINE: ApiErrorKind.TIMEOUT,
+    ErrorKind.CANCELLED: ApiErrorKind.UNAVAILABLE,
+    ErrorKind.ENGINE_DEAD: ApiErrorKind.UNAVAILABLE,
+    ErrorKind.UNAVAILABLE: ApiErrorKind.UNAVAILABLE,
+    ErrorKind.NOT_LOADED: ApiErrorKind.UNAVAILABLE,
+    ErrorKind.INTERNAL: ApiErrorKind.BACKEND,
 }
 
 
@@ -151,16 +169,16 @@ def triton_error(error: Exception, names: CallerNames | None = None) -> ApiError
     if isinstance(error, InferenceServerException):
         read = read_error(error)
         if read.kind is ErrorKind.INVALID:
-            return names.caller_error(read) if names is not None else ApiError("invalid", read.text)
+            return names.caller_error(read) if names is not None else ApiError(ApiErrorKind.INVALID, read.text)
         return _server_error(SERVER_KINDS[read.kind], error)
     if isinstance(error, (CalibrationChangedError, EngineLost)) or is_retryable(error):
-        return _server_error("unavailable", error)
+        return _server_error(ApiErrorKind.UNAVAILABLE, error)
     if isinstance(error, InvalidRequest) and names is not None:  # the client's check of the contract (TOP_N)
         return names.caller_error(error.server_error())
     if isinstance(error, (ValueError, TypeError)):  # the client's own checks (top_n, INT32 range)
-        return ApiError("invalid", str(error))
+        return ApiError(ApiErrorKind.INVALID, str(error))
     log.exception("unexpected error while calling Triton")
-    return ApiError("backend", FIXED_MESSAGES["backend"])
+    return ApiError(ApiErrorKind.BACKEND, FIXED_MESSAGES[ApiErrorKind.BACKEND])
 
 
 def _field(location: Sequence[Any]) -> str:
@@ -178,7 +196,7 @@ def schema_error(error: RequestValidationError) -> ApiError:
     """The first problem of a body that does not fit the request schema, naming the field."""
     first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid body"}
     field = "body" if first.get("type") == "json_invalid" else _field(first.get("loc", ()))
-    return ApiError("invalid", f"{field}: {first.get('msg', 'invalid')}", param=field)
+    return ApiError(ApiErrorKind.INVALID, f"{field}: {first.get('msg', 'invalid')}", param=field)
 
 
 async def handle_api_error(request: Request, error: ApiError) -> JSONResponse:

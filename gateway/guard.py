@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .bodies import VALUE_BYTES, BodyBudget, BodyTooLarge, HeldBody, OverBudget, TooHeavy
-from .errors import RETRY_AFTER_S, ApiError, compatible_response
+from .errors import RETRY_AFTER_S, ApiError, ApiErrorKind, compatible_response
 from .settings import Settings
 
 log = logging.getLogger("gateway")
@@ -81,13 +81,15 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         if _framed_twice(scope):  # on every path: the probes' connections are no less shared
-            error = ApiError("invalid", "the request has both Content-Length and Transfer-Encoding: send one of them")
+            error = ApiError(ApiErrorKind.INVALID,
+                             "the request has both Content-Length and Transfer-Encoding: send one of them")
             return await self._refuse(scope, receive, send, error, Connection="close")
         if scope["path"] in OPEN_PATHS:
             return await self.app(scope, receive, send)
         # compare_digest: the time taken does not tell how much of a guessed key was right
         if self.key is not None and not hmac.compare_digest(_bearer(scope), self.key):
-            error = ApiError("unauthorized", "a valid API key is required: send `Authorization: Bearer <key>`")
+            error = ApiError(ApiErrorKind.UNAUTHORIZED,
+                             "a valid API key is required: send `Authorization: Bearer <key>`")
             return await self._refuse(scope, receive, send, error, **{"WWW-Authenticate": "Bearer"})
         declared = self._declared_size(scope)
         if declared is not None and declared > self.max_body_bytes:
@@ -100,7 +102,7 @@ class Guard:
             body.release()
 
     def _too_large(self) -> ApiError:
-        return ApiError("too_large", f"the body is larger than the limit of {self.max_body_bytes} bytes")
+        return ApiError(ApiErrorKind.TOO_LARGE, f"the body is larger than the limit of {self.max_body_bytes} bytes")
 
     async def _read(self, scope: Scope, receive: Receive, send: Send, body: HeldBody) -> bool:
         """Whether the body arrived whole within the body's time, the budget taking it as it came; if not, the call
@@ -125,16 +127,18 @@ class Guard:
         except ClientGone:  # nobody to answer
             pass
         except TimeoutError:
-            error = ApiError("body_timeout", f"the body did not arrive within {self.body_timeout_s:g} s")
+            error = ApiError(ApiErrorKind.BODY_TIMEOUT, f"the body did not arrive within {self.body_timeout_s:g} s")
             await self._refuse(scope, receive, send, error)
         return False
 
     def _over_budget(self) -> ApiError:
-        return ApiError("overloaded", f"the gateway holds {self.bodies.held} bytes of request bodies, and this one "
+        return ApiError(ApiErrorKind.OVERLOADED,
+                        f"the gateway holds {self.bodies.held} bytes of request bodies, and this one "
                         f"would take it past its limit of {self.bodies.limit}: retry after {RETRY_AFTER_S} s")
 
     def _too_heavy(self, heavy: TooHeavy) -> ApiError:
-        return ApiError("too_large", f"the body's JSON holds too many values: {heavy.values} in its first {heavy.size} "
+        return ApiError(ApiErrorKind.TOO_LARGE,
+                        f"the body's JSON holds too many values: {heavy.values} in its first {heavy.size} "
                         f"bytes, which with them weigh {heavy.weight} (a value weighs {VALUE_BYTES} bytes: what it "
                         f"takes once parsed), more than the {self.bodies.limit} bytes of bodies the gateway holds at once")
 

@@ -25,7 +25,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .errors import ApiError, compatible_response
+from .errors import ApiError, ApiErrorKind, compatible_response
 from .settings import Settings
 
 log = logging.getLogger("gateway")
@@ -110,11 +110,11 @@ class BoundedHead(H11Protocol):
         if self.head_bytes == 0:  # nothing sent: an idle connection, closed without an answer
             self.transport.close()
             return
-        self._refuse(ApiError("header_timeout", f"the request line and headers did not arrive within "
+        self._refuse(ApiError(ApiErrorKind.HEADER_TIMEOUT, f"the request line and headers did not arrive within "
                                                 f"{self.timeout_s:g} s"))
 
     def _too_large(self) -> ApiError:
-        return ApiError("header_too_large", f"the request line and headers are longer than the limit of "
+        return ApiError(ApiErrorKind.HEADER_TOO_LARGE, f"the request line and headers are longer than the limit of "
                         f"{self.max_bytes} bytes")
 
     def _refuse(self, error: ApiError) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from python_backends import contract
 from python_backends.contract import RequestLimits, ServerError
 
-from .errors import ApiError
+from .errors import ApiError, ApiErrorKind
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,9 @@ class Fields:
         """The server's refusal of a request (`DOCUMENTS[1] is empty: ...`) in the caller's words (`texts[1] is
         empty: ...`), with `param` the field it is about."""
         if error.field is None:
-            return ApiError("invalid", error.text)
+            return ApiError(ApiErrorKind.INVALID, error.text)
         name = self.tensor(error.field, error.index)
-        return ApiError("invalid", name + error.detail, param=name)
+        return ApiError(ApiErrorKind.INVALID, name + error.detail, param=name)
 
 
 RERANK_FIELDS = Fields()  # Cohere, vLLM, Jina
@@ -52,7 +52,7 @@ def _too_large(name: str, text: str, limit: int) -> ApiError | None:
     size = len(text.encode("utf-8"))
     if size <= limit:
         return None
-    return ApiError("invalid", f"{name} is {size} bytes, more than the limit of {limit}", param=name)
+    return ApiError(ApiErrorKind.INVALID, f"{name} is {size} bytes, more than the limit of {limit}", param=name)
 
 
 def check_call(query: str, texts: Sequence[str], instruction: str | None, limits: RequestLimits,
@@ -62,9 +62,10 @@ def check_call(query: str, texts: Sequence[str], instruction: str | None, limits
     if error := _too_large(names.query, query, limits.max_query_bytes):
         raise error
     if not texts:
-        raise ApiError("empty", f"{names.documents} is empty: send at least one document", param=names.documents)
+        raise ApiError(ApiErrorKind.EMPTY,
+                       f"{names.documents} is empty: send at least one document", param=names.documents)
     if len(texts) > max_documents:
-        raise ApiError("invalid", f"{names.documents} holds {len(texts)} documents, more than the limit of "
+        raise ApiError(ApiErrorKind.INVALID, f"{names.documents} holds {len(texts)} documents, more than the limit of "
                        f"{max_documents}", param=names.documents)
     for i, text in enumerate(texts):
         if error := _too_large(names.document(i), text, limits.max_document_bytes):

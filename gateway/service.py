@@ -13,7 +13,7 @@ from reranker_client import AsyncRerankClient, CalibrationChangedError, RerankRe
 from reranker_client.healthcheck import answer_error, engine_dead
 
 from .engine_watch import EngineWatch
-from .errors import ApiError, shown, triton_error
+from .errors import ApiError, ApiErrorKind, shown, triton_error
 from .limits import RERANK_FIELDS, Fields, check_call
 from .models import TritonModels
 from .settings import Settings
@@ -41,12 +41,13 @@ def per_document_cap(max_tokens_per_doc: int | None, truncate_prompt_tokens: int
     caps = []
     if max_tokens_per_doc is not None:
         if max_tokens_per_doc < 1:
-            raise ApiError("invalid", f"max_tokens_per_doc must be at least 1, got {max_tokens_per_doc}",
+            raise ApiError(ApiErrorKind.INVALID, f"max_tokens_per_doc must be at least 1, got {max_tokens_per_doc}",
                            param="max_tokens_per_doc")
         caps.append(max_tokens_per_doc)
     if truncate_prompt_tokens is not None and truncate_prompt_tokens != -1:
         if truncate_prompt_tokens < 1:
-            raise ApiError("invalid", f"truncate_prompt_tokens must be -1 or at least 1, got {truncate_prompt_tokens}",
+            raise ApiError(ApiErrorKind.INVALID,
+                           f"truncate_prompt_tokens must be -1 or at least 1, got {truncate_prompt_tokens}",
                            param="truncate_prompt_tokens")
         caps.append(truncate_prompt_tokens)
     return min(min(caps), INT32_MAX) if caps else None
@@ -75,7 +76,7 @@ class Reranker:
             return self.settings.triton_model
         if requested not in self.settings.models:
             served = ", ".join(self.settings.models)
-            raise ApiError("not_found", f"model {shown(requested)} is not served here; served: {served} "
+            raise ApiError(ApiErrorKind.NOT_FOUND, f"model {shown(requested)} is not served here; served: {served} "
                            "(GET /health lists them)", param="model")
         return requested
 

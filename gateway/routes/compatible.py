@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 
 from ..documents import document_texts, returned_document
-from ..errors import ApiError
+from ..errors import ApiError, ApiErrorKind
 from ..schemas import ApiVersion, BilledUnits, Meta, RerankRequest, RerankResponse, RerankResult
 from ..service import Reranker, RerankCall, per_document_cap
 
@@ -27,7 +27,7 @@ def _top_n(body: RerankRequest, dialect: Dialect) -> int | None:
     if body.top_n is None or (body.top_n == 0 and dialect.zero_means_unset):
         return None
     if body.top_n < 1:
-        raise ApiError("invalid", f"top_n must be at least 1, got {body.top_n}", param="top_n")
+        raise ApiError(ApiErrorKind.INVALID, f"top_n must be at least 1, got {body.top_n}", param="top_n")
     return body.top_n
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, Depends
 
-from ..errors import FIXED_MESSAGES, ApiError
+from ..errors import FIXED_MESSAGES, ApiError, ApiErrorKind
 from ..limits import Fields
 from ..schemas import ScoreData, ScoreRequest, ScoreResponse, ScoreUsage
 from ..service import Reranker, RerankCall, per_document_cap
@@ -29,13 +29,15 @@ router = APIRouter(tags=["vllm"])
 def _pairs(queries: list[str], documents: list[str]) -> list[str]:
     """The query of each pair, with vLLM's rules and words (entrypoints/pooling/scoring/utils.py)."""
     if not queries:
-        raise ApiError("empty", "text_1 is empty: at least one text element must be given", param="text_1")
+        raise ApiError(ApiErrorKind.EMPTY, "text_1 is empty: at least one text element must be given", param="text_1")
     if not documents:
-        raise ApiError("empty", "text_2 is empty: at least one text_pair element must be given", param="text_2")
+        raise ApiError(ApiErrorKind.EMPTY,
+                       "text_2 is empty: at least one text_pair element must be given", param="text_2")
     if len(queries) == 1:
         return queries * len(documents)
     if len(queries) != len(documents):
-        raise ApiError("invalid", f"text_1 holds {len(queries)} texts and text_2 {len(documents)}: input lengths "
+        raise ApiError(ApiErrorKind.INVALID,
+                       f"text_1 holds {len(queries)} texts and text_2 {len(documents)}: input lengths "
                        "must be either 1:1, 1:N or N:N", param="text_2")
     return queries
 
@@ -53,7 +55,7 @@ async def _scores(body: ScoreRequest, service: Reranker, model: str) -> list[flo
     queries, documents = body.pairs()
     pair_queries = _pairs(queries, documents)
     if len(documents) > service.settings.max_documents:
-        raise ApiError("invalid", f"text_2 holds {len(documents)} documents, more than the limit of "
+        raise ApiError(ApiErrorKind.INVALID, f"text_2 holds {len(documents)} documents, more than the limit of "
                        f"{service.settings.max_documents}", param="text_2")
     calls = []
     for query, positions in _groups(pair_queries).items():
@@ -75,7 +77,7 @@ async def _scores(body: ScoreRequest, service: Reranker, model: str) -> list[flo
         outcomes = await asyncio.wait_for(asyncio.gather(*(score(call) for call in calls), return_exceptions=True),
                                           service.settings.timeout_s)
     except TimeoutError:
-        raise ApiError("timeout", f"{FIXED_MESSAGES['timeout']}: {len(calls)} queries, "
+        raise ApiError(ApiErrorKind.TIMEOUT, f"{FIXED_MESSAGES[ApiErrorKind.TIMEOUT]}: {len(calls)} queries, "
                        f"{service.settings.timeout_s:g} s for all of them") from None
     for outcome in outcomes:  # the first failed call's error, in the order of the queries
         if isinstance(outcome, BaseException):
