@@ -15,9 +15,8 @@ from benchmarks.settings import Settings
 
 class Workload:
     def __init__(self, s: Settings):
-        from python_backends.families import Qwen3YesNo, detect_model
+        from python_backends.families import Qwen3YesNo, detect_model, make_encoder
         from python_backends.families.qwen3_yes_no import qwen3_reranker_prompt
-        from python_backends.families import make_encoder
 
         t0 = time.perf_counter()
         self.model_dir = str(s.model_dir)
