@@ -94,51 +94,56 @@ def stub_region(stub: int) -> str | None:
     return args[2].decode() if len(args) > 2 and args[0].endswith(b"triton_python_backend_stub") else None
 
 
-def remove_unmapped(prefix: str, shm: Path = Path("/dev/shm")) -> list[str]:
-    """The files of /dev/shm named `prefix`... that no process maps or holds open, removed: a region some process
-    still uses (another stub of a live server) is left alone."""
+def _held(shm: Path) -> set[tuple[int, int]]:
+    """(device, inode) of each file under `shm` that some process maps or holds open. By inode, not name: glibc maps
+    a named semaphore under the temporary name it made it by."""
     held = set()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                held.update(line.split(maxsplit=5)[5] for line in (proc / "maps").read_text().splitlines()
-                            if str(shm) in line and len(line.split(maxsplit=5)) == 6)
-                held.update(os.readlink(fd) for fd in (proc / "fd").iterdir())
+                for line in (proc / "maps").read_text().splitlines():
+                    fields = line.split(maxsplit=5)
+                    if len(fields) == 6 and fields[5].startswith(str(shm)):
+                        major, minor = fields[3].split(":")
+                        held.add((os.makedev(int(major, 16), int(minor, 16)), int(fields[4])))
+                for fd in (proc / "fd").iterdir():
+                    try:
+                        info = fd.stat()
+                    except OSError:
+                        continue
+                    held.add((info.st_dev, info.st_ino))
             except OSError:
                 continue
-    removed = []
-    for path in shm.glob(f"{prefix}*"):
-        if str(path) not in held:
+    return held
+
+
+def _remove_unheld(paths: list[Path], shm: Path) -> list[str]:
+    """Those of `paths` no process maps or holds open, removed; their names."""
+    if not paths:
+        return []
+    held, removed = _held(shm), []
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) not in held:
             path.unlink(missing_ok=True)
             removed.append(path.name)
     return removed
+
+
+def remove_unmapped(prefix: str, shm: Path = Path("/dev/shm")) -> list[str]:
+    """The files of /dev/shm named `prefix`... that no process maps or holds open, removed: a region some process
+    still uses (another stub of a live server) is left alone."""
+    return _remove_unheld(list(shm.glob(f"{prefix}*")), shm)
 
 
 def remove_semaphores_of(pids: list[int], shm: Path = Path("/dev/shm")) -> list[str]:
     """The named semaphores those ended processes made that no process has open, removed. joblib's loky names every
     multiprocessing lock of a process that imported it after that process (`sem.loky-<pid>-<random>`; vLLM's engine
-    core makes two), and a process killed by SIGKILL cannot unlink its own. An open semaphore is mapped under the
-    temporary name glibc made it by, so it is found by its device and inode (scripts/shm_regions.sh does the same)."""
-    candidates = [path for pid in pids for path in shm.glob(f"sem.loky-{pid}-*")]
-    if not candidates:
-        return []
-    mapped = set()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                mapped.update(tuple(line.split()[3:5]) for line in (proc / "maps").read_text().splitlines())
-            except OSError:
-                continue
-    removed = []
-    for path in candidates:
-        try:
-            info = path.stat()
-        except OSError:
-            continue
-        if (f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}", str(info.st_ino)) not in mapped:
-            path.unlink(missing_ok=True)
-            removed.append(path.name)
-    return removed
+    core makes two), and a process killed by SIGKILL cannot unlink its own (scripts/shm_regions.sh does the same)."""
+    return _remove_unheld([path for pid in pids for path in shm.glob(f"sem.loky-{pid}-*")], shm)
 
 
 class OrphanGuard:
