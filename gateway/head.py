@@ -110,12 +110,12 @@ class BoundedHead(H11Protocol):
         if self.head_bytes == 0:  # nothing sent: an idle connection, closed without an answer
             self.transport.close()
             return
-        self._refuse(ApiError(ApiErrorKind.HEADER_TIMEOUT, f"the request line and headers did not arrive within "
-                                                f"{self.timeout_s:g} s"))
+        self._refuse(ApiError(ApiErrorKind.HEADER_TIMEOUT,
+                              f"the request line and headers did not arrive within {self.timeout_s:g} s"))
 
     def _too_large(self) -> ApiError:
-        return ApiError(ApiErrorKind.HEADER_TOO_LARGE, f"the request line and headers are longer than the limit of "
-                        f"{self.max_bytes} bytes")
+        return ApiError(ApiErrorKind.HEADER_TOO_LARGE,
+                        f"the request line and headers are longer than the limit of {self.max_bytes} bytes")
 
     def _refuse(self, error: ApiError) -> None:
         """The answer written as it is, past h11 (which answers only a request it has read), and the connection

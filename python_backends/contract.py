@@ -3,10 +3,10 @@ optional, and where the server's limits live. docs/CONTRACT.md is this module in
 
 Read by the steps, the client (reranker_client), the gateway and the load tests, so none of them spells a tensor
 name or a limit of its own (the TOP_N and ranking rules are `ranking.py`'s). The limits are not copied here: the
-request limits are parameters of rerank_preprocess's config, and max_model_len is the engine's (its `engine_args`, the variant's one statement of it).
-`RequestLimits.from_model_configs` reads them from the two configs, as the preprocess step gets them at load and as a
-client gets them from the running server (`GET /v2/models/<step>/config`, or gRPC ModelConfig). Standard library
-only: the locust image imports it without numpy.
+request limits are parameters of rerank_preprocess's config, and max_model_len is the engine's (its `engine_args`,
+the variant's one statement of it). `RequestLimits.from_model_configs` reads them from the two configs, as the
+preprocess step gets them at load and as a client gets them from the running server (`GET /v2/models/<step>/config`,
+or gRPC ModelConfig). Standard library only: the locust image imports it without numpy.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The ranking rules of the whole contract: how long RANKING is (`ranking_length`, TOP_N's rule), and its order:
 documents by raw score, best first, ties in input order (a stable sort of float64 scores). The calibrate step ranks a
 request with them, the client merges a split call with them, and the gateway compares a shadow's ranking with them:
-one rule each, so the three cannot drift apart. Ranking by raw score is ranking by
-calibrated score (calibration is monotone, per document), and raw scores still separate the ties a flat isotonic
-step makes."""
+one rule each, so the three cannot drift apart. Ranking by raw score is ranking by calibrated score (calibration is
+monotone, per document), and raw scores still separate the ties a flat isotonic step makes."""
 
 from __future__ import annotations
 

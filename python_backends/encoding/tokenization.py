@@ -27,7 +27,6 @@ from tokenizers import Encoding, Tokenizer
 from ..checkpoint_files import served_tokenizer
 
 
-
 class QueryTooLongError(ValueError):
     """The query and template alone leave no room for a document."""
 
