@@ -17,13 +17,15 @@ from ..triton_params import ModelParameters
 @dataclass(frozen=True)
 class CalibrateSettings:
     """The step's settings: the served checkpoint and its profile file (the variant's engine file states both),
-    the checkpoint's score type, which the profile must match, the document limit and the drift window."""
+    the checkpoint's score type, which the profile must match, the most scores a request may carry and the drift
+    window."""
 
     model: str
     score_type: str
     checkpoint: str | None  # its identity, where its files are on this machine (a hub id may be vLLM's to fetch)
     profile_path: Path
-    max_documents: int
+    max_scores: int  # the engine's max_sequences: no engine answer carries more. The public limit, max_documents,
+    # lives in rerank_preprocess's file alone, which checks at its load that the engine takes that many and more
     drift_window: int
 
     @classmethod
@@ -42,6 +44,6 @@ class CalibrateSettings:
             score_type=detect_model(resolve_model(variant.model)).score_type,  # from the checkpoint's own config.json
             checkpoint=local_identity(variant.model),
             profile_path=model_dir / variant.calibration_profile,
-            max_documents=params.integer("max_documents", minimum=1),
+            max_scores=ModelParameters.from_model_config(variant.engine_config).integer("max_sequences", minimum=1),
             drift_window=params.integer("drift_window", minimum=1),
         )

@@ -96,15 +96,16 @@ class ProfileStore:
         return self.profile
 
 
-def validated_inputs(raw_scores: np.ndarray, top_n: np.ndarray | None, max_documents: int) -> tuple[np.ndarray, int]:
-    """RAW_SCORES [1, N] with 1 <= N <= max_documents, all finite; TOP_N [1, 1] in 1..N, absent = N.
+def validated_inputs(raw_scores: np.ndarray, top_n: np.ndarray | None, max_scores: int) -> tuple[np.ndarray, int]:
+    """RAW_SCORES [1, N] with 1 <= N <= max_scores, all finite; TOP_N [1, 1] in 1..N, absent = N.
     Checked in this order, each failure an InvalidRequest naming the tensor and the limit."""
     if raw_scores.ndim != 2 or raw_scores.shape[0] != 1:
         raise InvalidRequest(f"RAW_SCORES must have shape [1, n] (one query per request), got {list(raw_scores.shape)}",
                              "RAW_SCORES")
     n = raw_scores.shape[1]
-    if not 1 <= n <= max_documents:
-        raise InvalidRequest(f"RAW_SCORES has {n} scores; 1 to max_documents={max_documents} are allowed", "RAW_SCORES")
+    if not 1 <= n <= max_scores:
+        raise InvalidRequest(f"RAW_SCORES has {n} scores; 1 to {max_scores} (the engine's max_sequences) are allowed",
+                             "RAW_SCORES")
     if not np.isfinite(raw_scores).all():
         bad = int((~np.isfinite(raw_scores)).sum())
         raise InvalidRequest(f"RAW_SCORES has {bad} non-finite values (NaN or inf)", "RAW_SCORES")

