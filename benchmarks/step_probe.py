@@ -4,8 +4,9 @@ Loaded at interpreter start (gpu_run.sh with STEP_PROBE=1 writes the `.pth` line
 it), it wraps, as their modules are imported: `AsyncLLM._add_request` (a sequence handed to the engine core),
 `EngineCore.add_request` (the engine core takes it into its scheduler), `Scheduler.schedule` (tokens and sequences
 of a step), `EngineCore.step` (the step's wall and CPU time) and `OutputProcessor.process_outputs` (answers back in
-the front end), and the preprocess step's `Preprocessor.run`, `.encode` and `BoundedTokenizer.encode_batch`
-(its documents' tokenization). Records are JSON lines in $STEP_PROBE_DIR/<pid>.jsonl, written every 10 s and at exit;
+the front end), the engine step's `AsyncEngine.submit` (Triton's thread hands a request over) and `._run` (the
+request on the engine step's event loop, to its scores), and the preprocess step's `Preprocessor.run`, `.encode`
+and `BoundedTokenizer.encode_batch` (its documents' tokenization). Records are JSON lines in $STEP_PROBE_DIR/<pid>.jsonl, written every 10 s and at exit;
 `benchmarks/step_report.py` turns them into each request's timeline. The same probe runs in the Triton engine
 step's processes and the direct engine's, so what it costs is paid on both sides. Only for measuring.
 """
@@ -123,6 +124,22 @@ def _timed(kind: str, original):
     return timed
 
 
+def _wrap_engine_step(module) -> None:
+    """The engine step around vLLM: when `execute` hands a request over, and its coroutine's start and end on the
+    step's event loop (the end: its scores computed from vLLM's outputs)."""
+    engine = module.AsyncEngine
+    engine.submit = _timed("eng_submit", engine.submit)
+    run = engine._run
+
+    async def _run(self, batch, request_id, *args, **kwargs):
+        t0 = time.time()
+        try:
+            return await run(self, batch, request_id, *args, **kwargs)
+        finally:
+            record(ev="eng_run", t0=t0, t1=time.time(), rid=request_id)
+    engine._run = _run
+
+
 def _wrap_preprocess(module) -> None:
     """The preprocess step's own time: a request's whole run (parse and encode), its encoding, and within that the
     documents' tokenization."""
@@ -136,7 +153,7 @@ def _wrap_tokenization(module) -> None:
 
 WRAPS = {"vllm.v1.engine.core": _wrap_core, "vllm.v1.core.sched.scheduler": _wrap_scheduler,
          "vllm.v1.engine.async_llm": _wrap_front_end, "vllm.v1.engine.output_processor": _wrap_outputs,
-         "python_backends.preprocess.step": _wrap_preprocess,
+         "python_backends.engine.step": _wrap_engine_step, "python_backends.preprocess.step": _wrap_preprocess,
          "python_backends.encoding.tokenization": _wrap_tokenization}
 
 

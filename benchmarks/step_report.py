@@ -6,6 +6,9 @@ step's stub, the direct engine's benchmark child), the requests answered alone (
   step_ms     those steps' wall time, summed; last_step: the last one's
   back        the last step's end to the front end's answer
   total       first sequence handed over to the answer
+  hop         (the Triton engine step) `execute`'s hand-over to the request's start on the step's event loop
+  before      that start to the first sequence handed to the engine core (the prompts built)
+  after       the front end's answer to the request's scores (its outputs gathered, the scores computed)
 
 and per preprocess process, the medians of a request's `run` (parse and encode), `encode` and `tokenize` (the
 documents' batch tokenization, summed over its rounds), in ms: what of the step's time from `execute` to its answer
@@ -25,6 +28,7 @@ from collections import defaultdict
 from loadtest.closed_loop import percentile
 
 FIELDS = ("submit", "nsteps", "step_ms", "last_step", "back", "total")
+STEP_FIELDS = ("hop", "before", "after")
 
 
 def load(folder: str) -> dict[int, list[dict]]:
@@ -58,13 +62,24 @@ def request_rows(records: list[dict], core_of: dict[str, tuple[int, float]], pro
         if not working or not done or done[0] > following:
             continue  # overlapped by the next request: not answered alone
         scheds = [r for r in processes[core[0]] if r["ev"] == "sched" and start <= r["t0"] <= working[-1]["t1"]]
-        rows.append({"n": len(adds), "submit": (handed - start) * 1e3,
+        rows.append({**engine_step_times(records, key.split(".")[0], start, done[0]),
+                     "n": len(adds), "submit": (handed - start) * 1e3,
                      "nsteps": sum(1 for s in scheds if s["ntok"]),
                      "step_ms": sum(s["t1"] - s["t0"] for s in steps if s["t1"] <= working[-1]["t1"]) * 1e3,
                      "last_step": (working[-1]["t1"] - working[-1]["t0"]) * 1e3,
                      "back": (done[0] - working[-1]["t1"]) * 1e3, "total": (done[0] - start) * 1e3,
                      "tokens_per_step": [s["ntok"] for s in scheds if s["ntok"]]})
     return rows
+
+
+def engine_step_times(records: list[dict], request_id: str, start: float, done: float) -> dict[str, float]:
+    """hop, before and after of one request in the Triton engine step's process (none in the direct engine's)."""
+    run = next((r for r in records if r["ev"] == "eng_run" and r["rid"] == request_id), None)
+    if run is None:
+        return {}
+    submits = [r["t0"] for r in records if r["ev"] == "eng_submit" and r["t0"] <= run["t0"]]
+    times = {"before": (start - run["t0"]) * 1e3, "after": (run["t1"] - done) * 1e3}
+    return times | ({"hop": (run["t0"] - max(submits)) * 1e3} if submits else {})
 
 
 def preprocess_rows(records: list[dict]) -> dict[str, list[float]]:
@@ -97,8 +112,10 @@ def report(folder: str, min_sequences: int) -> str:
             continue
         who = next((r for r in records if r["ev"] == "process"), {})
         out.append(f"front end {pid} ({who.get('exe')} {who.get('argv')}): {len(rows)} requests answered alone")
-        for name in FIELDS:
-            values = sorted(row[name] for row in rows)
+        for name in FIELDS + STEP_FIELDS:
+            values = sorted(row[name] for row in rows if name in row)
+            if not values:
+                continue
             out.append(f"  {name:10s} median {percentile(values, 50):8.2f}   p10 {percentile(values, 10):8.2f}"
                        f"   p90 {percentile(values, 90):8.2f}")
         out.append("  tokens per step, first requests: " + "; ".join(str(r["tokens_per_step"]) for r in rows[:4]))
