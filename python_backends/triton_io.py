@@ -40,6 +40,7 @@ STATUS = {
     ErrorKind.DEADLINE: "UNAVAILABLE",
     ErrorKind.CANCELLED: "CANCELLED",
     ErrorKind.ENGINE_DEAD: "UNAVAILABLE",
+    ErrorKind.UNAVAILABLE: "UNAVAILABLE",
 }
 
 

@@ -9,6 +9,7 @@ from tritonclient.utils import InferenceServerException
 from python_backends.contract import ErrorKind, ServerError, server_error
 from python_backends.engine.deadline import ClientGone, DeadlineExceeded
 from python_backends.engine.step import EngineDead
+from python_backends.engine.stopping import ServerStopping
 from python_backends.errors import InvalidRequest, Overloaded
 from python_backends.triton_io import error_response
 from reranker_client import is_retryable
@@ -38,6 +39,8 @@ def through_the_ensemble(exc: BaseException) -> tuple[str, str]:
      ErrorKind.DEADLINE, None, None),
     (ClientGone("request cancelled: its client left"), "StatusCode.CANCELLED", ErrorKind.CANCELLED, None, None),
     (EngineDead("vLLM's engine core died"), "StatusCode.UNAVAILABLE", ErrorKind.ENGINE_DEAD, None, None),
+    (ServerStopping("the server is stopping: retry on another replica"), "StatusCode.UNAVAILABLE",
+     ErrorKind.UNAVAILABLE, None, None),
     (KeyError("boom"), "StatusCode.INTERNAL", ErrorKind.INTERNAL, None, None),
 ])
 def test_each_step_error_reads_back_as_its_kind_and_input(exc, status, kind, field, index):
