@@ -13,3 +13,11 @@ start_time() {  # start_time PID -> the start time, or nothing (status 1) when n
 group_members() {  # group_members PGID -> the pids of the live (not zombie) processes of that process group
   ps -e -o pgid=,stat=,pid= | awk -v group="$1" '$1 == group && $2 !~ /^Z/ { print $3 }'
 }
+python_stubs() {  # python_stubs PGID -> the pids of Triton's Python-backend stubs in that process group
+  local pid
+  for pid in $(group_members "$1"); do
+    case "$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -1)" in
+      *triton_python_backend_stub) echo "$pid" ;;
+    esac
+  done
+}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Stop the servers scripts/start_server.sh started (scripts/quickstart.sh starts it too): SIGTERM to each server's
-# process group (Triton finishes in-flight requests, then unloads the models; its Python stubs and vLLM's processes are
-# in the group), wait up to GRACE_S for the group to end, then SIGKILL what is left of it; then remove the shared-memory
-# regions it left (scripts/shm_regions.sh).
+# Stop the servers scripts/start_server.sh started (scripts/quickstart.sh starts it too): SIGTERM to each server and
+# its Python stubs (Triton finishes in-flight requests, then unloads the models; the engine step, told by its stub's
+# SIGTERM, refuses what has not reached vLLM and gives what has its drain: python_backends/engine/stopping.py), not to
+# vLLM's processes, which would abort the requests they hold (the steps end them when they unload); wait up to GRACE_S
+# for the server's process group to end, then SIGKILL what is left of it; then remove the shared-memory regions it
+# left (scripts/shm_regions.sh).
 # A group is signalled only while its leader, the server, still runs: RUN_DIR/server-<HTTP port>.pid holds its pid and
 # start time, and a pid whose process has ended may have been given to another program since. While any process of
 # the group lives, the kernel gives its number to no new process, so what is left of it once the leader has ended is
@@ -25,12 +27,14 @@ since() {  # since EPOCHREALTIME -> the seconds since then, to a tenth
 stop_one() {  # stop_one PID_FILE
   local pid started
   read -r pid started < "$1"
-  if [ -z "${started:-}" ] || [ "$(start_time "$pid")" != "$started" ] || ! kill -TERM -- "-$pid" 2>/dev/null; then
+  if [ -z "${started:-}" ] || [ "$(start_time "$pid")" != "$started" ] || ! kill -TERM "$pid" 2>/dev/null; then
     echo "stop_server: tritonserver (pid $pid) was not running"
     # Its stubs may outlive it in its group; once its number runs another program, that group had ended
     if start_time "$pid" >/dev/null; then stopped "$1"; else stopped "$1" "$pid"; fi
     return
   fi
+  # shellcheck disable=SC2046
+  kill -TERM $(python_stubs "$pid") 2>/dev/null  # the group is still the server's: its leader was running just now
   echo "stop_server: stopping tritonserver (pid $pid) ..."
   local begin=$SECONDS start=$EPOCHREALTIME members
   members=$(group_members "$pid")  # while they run: whose semaphores to look for once they have ended

@@ -10,10 +10,10 @@ from ..prometheus import StepMetrics
 class EngineMetrics(StepMetrics):
     """The engine step's `execute` only hands requests over, so Triton's own compute time for `rerank_engine` leaves
     vLLM out; these two counters put it back: their rates' quotient is the mean time from hand-over to scores.
-    `outcome` "deadline" and "cancelled" count requests whose work in vLLM was aborted (timeout passed, client
-    gone); the gauge is vLLM's own count of the sequences it holds, so abandoned work shows there until it ends."""
+    `outcome` "deadline", "cancelled" and "stopping" count requests whose work in vLLM was aborted (timeout passed,
+    client gone, a stop's drain run out); the gauge is vLLM's own count of the sequences it holds, so abandoned work shows there until it ends."""
 
-    OUTCOMES = ("ok", "error", "deadline", "cancelled")
+    OUTCOMES = ("ok", "error", "deadline", "cancelled", "stopping")
 
     def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
         super().__init__(pb_utils, labels)

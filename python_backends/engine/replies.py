@@ -20,6 +20,7 @@ import numpy as np
 from ..triton_io import error_response
 from .metrics import EngineMetrics
 from .deadline import ClientGone, DeadlineExceeded
+from .stopping import ServerStopping
 
 REPORT_S = 1.0  # how often an idle reply thread reports what vLLM holds
 IDLE = object()
@@ -34,7 +35,7 @@ def outcome(exc: BaseException | None) -> str:
     """The `outcome` label of a request answered after its hand-over to vLLM (EngineMetrics.OUTCOMES)."""
     if exc is None:
         return "ok"
-    return exc.reason if isinstance(exc, (DeadlineExceeded, ClientGone)) else "error"
+    return exc.reason if isinstance(exc, (DeadlineExceeded, ClientGone, ServerStopping)) else "error"
 
 
 class ReplyThread:

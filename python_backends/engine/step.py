@@ -9,7 +9,8 @@ Fairness: a request larger than the whole budget is handed to vLLM a window at a
 step a small request runs in is never filled up with the rest of it; with vLLM's `scheduling_policy: "priority"`
 each request's sequences carry the order of magnitude of its tokens as their priority (`budget.priority`), so vLLM's
 next step takes the small request's sequences before a large one's.
-A request's `Deadline` aborts its sequences in vLLM once its timeout passes or its client is gone.
+A request's `Deadline` aborts its sequences in vLLM once its timeout passes or its client is gone; a stop signalled
+to the server (`stopping.py`) refuses what has not reached vLLM and gives up, after the drain, what has.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .deadline import ClientGone, Deadline, DeadlineExceeded
 from .groups import sequence_ids
 from .orphan_guard import OrphanGuard, children
 from .settings import EngineSettings, check_vllm_version
+from .stopping import Drain, ServerStopping, StopSignal
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 20.0  # how long vLLM's engine core may take to exit before it is killed
@@ -76,6 +78,7 @@ class AsyncEngine:
         self._on_death: Callable[[], None] | None = None
         self._on_refusal: Callable[[BaseException], None] = lambda exc: None
         self._closing = False
+        self.drain = Drain(settings.drain_timeout_s)
         vllm = _import_vllm(settings, device_id)
         engine_args = self._engine_args(vllm)
         self._start_loop()
@@ -136,6 +139,12 @@ class AsyncEngine:
     def alive(self) -> bool:
         return not self.llm.errored
 
+    def watch_stop(self) -> bool:
+        """Drain on the server's stop (SIGTERM to its process group); call from the main thread, as Triton's
+        `initialize` runs. False where the signal cannot be watched."""
+        self._stop_signal = StopSignal(self._loop, self.drain.begin)
+        return self._stop_signal.watching
+
     def on_death(self, callback: Callable[[], None]) -> None:
         """`callback` runs once, on the loop thread, when the engine is found dead."""
         self._on_death = callback
@@ -148,7 +157,9 @@ class AsyncEngine:
     def submit(self, batch: SequenceBatch, deadline: Deadline, trace_parent: Any | None = None) -> Future:
         """Hand one validated request over; never blocks. Raises `Overloaded` when it would have to wait and the
         waiting work is at its bound; otherwise the future answers once vLLM has scored it. `trace_parent`: the
-        request's span context (`StepTracer.parent_of`), under which its wait and its time in vLLM are spans."""
+        request's span context (`StepTracer.parent_of`), under which its wait and its time in vLLM are spans.
+        Raises `ServerStopping` once the server is stopping."""
+        self.drain.refuse_new()
         place = self.budget.reserve(batch.tokens)
         request_id = f"rerank-{next(self._ids)}"
         work = self._run(batch, request_id, deadline, place, trace_parent)
@@ -160,7 +171,7 @@ class AsyncEngine:
             try:
                 with self.tracer.span("wait for in-flight room", trace_parent, tokens=batch.tokens):
                     await self.budget.wait_for_room(place, lambda: self._check(deadline))
-            except (EngineDead, DeadlineExceeded, ClientGone) as exc:
+            except (EngineDead, DeadlineExceeded, ClientGone, ServerStopping) as exc:
                 self._on_refusal(exc)
                 raise
         try:
@@ -173,6 +184,7 @@ class AsyncEngine:
         if not self.alive:
             raise EngineDead("the vLLM engine died while this request waited for room")
         deadline.check()
+        self.drain.refuse_new()
 
     async def _score(self, batch: SequenceBatch, request_id: str, deadline: Deadline, span: Any | None) -> np.ndarray:
         """`span` (traced requests): the sequences, and an event per window handed to vLLM."""
@@ -200,11 +212,12 @@ class AsyncEngine:
                 raise EngineDead(f"the vLLM engine died: {self.llm.dead_error}") from None
             if watcher.done() and not watcher.cancelled():
                 # why the watcher cancelled the sequences, raised afresh (a deadline that passed stays passed, a
-                # client gone stays gone): raising the watcher's own exception would tie it to this frame, which
-                # holds the watcher, in a garbage cycle keeping the request (its sender, its tokens) alive
+                # client gone stays gone, a drain that ran out stays out): raising the watcher's own exception would
+                # tie it to this frame, which holds the watcher, in a garbage cycle keeping the request (its sender,
+                # its tokens) alive
                 try:
-                    deadline.check()
-                except (DeadlineExceeded, ClientGone) as reason:
+                    self._give_up_when_due(deadline)
+                except (DeadlineExceeded, ClientGone, ServerStopping) as reason:
                     raise reason from None  # not "during handling of" the sequences' cancellation
             raise
         finally:
@@ -226,18 +239,21 @@ class AsyncEngine:
             final = output
         return final.outputs.data
 
-    @staticmethod
-    async def _abort_when(deadline: Deadline, tasks: list[asyncio.Future]) -> None:
-        """Cancel the request's sequences, and so abort them in vLLM, once its deadline passes or its client is
-        gone (`deadline.check()` then says which)."""
+    async def _abort_when(self, deadline: Deadline, tasks: list[asyncio.Future]) -> None:
+        """Cancel the request's sequences, and so abort them in vLLM, once its deadline passes, its client is gone
+        or the drain of a stop runs out (`_give_up_when_due` then says which)."""
         while True:
             await asyncio.sleep(CANCEL_POLL_S)
             try:
-                deadline.check()
-            except (DeadlineExceeded, ClientGone):
+                self._give_up_when_due(deadline)
+            except (DeadlineExceeded, ClientGone, ServerStopping):
                 for task in tasks:
                     task.cancel()
                 return
+
+    def _give_up_when_due(self, deadline: Deadline) -> None:
+        deadline.check()
+        self.drain.check_in_flight()
 
     @property
     def unfinished_sequences(self) -> int:

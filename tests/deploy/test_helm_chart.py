@@ -682,3 +682,18 @@ def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_unless_turned_off(hel
     foldered = kinds_named(render({"grafanaDashboard": {"annotations": {"grafana_folder": "Reranker"}}}), "ConfigMap")
     assert foldered["rr-reranker-dashboard"]["metadata"]["annotations"] == {"grafana_folder": "Reranker"}
     assert kinds_named(render({"grafanaDashboard": {"enabled": False}}), "ConfigMap") == {}
+
+
+def test_a_pod_leaves_the_service_then_tells_the_engine_step_to_drain_before_triton_stops(helm):
+    """The kubelet's SIGTERM reaches tritonserver alone; the preStop hook, after the Service has dropped the pod,
+    sends it to Triton's Python stubs, the engine step's cue to refuse what has not reached vLLM and drain the rest
+    (python_backends/engine/stopping.py) within drain_timeout_seconds, below the exit timeout."""
+    deploy = kinds_named(render(), "Deployment")["rr-reranker"]
+    command = server_container(deploy)["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[:2] == ["sh", "-c"]
+    script = command[2]
+    assert script.splitlines()[0] == "sleep 10"
+    assert '*triton_python_backend_stub) kill -TERM "${p#/proc/}" ;;' in script
+    assert subprocess.run(["sh", "-n", "-c", script]).returncode == 0  # it parses as the image's sh reads it
+    assert "--exit-timeout-secs=30" in server_container(deploy)["args"]
+    assert deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 10 + 30

@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -159,9 +160,11 @@ def test_stop_server_says_when_there_is_nothing_to_stop(tmp_path):
 
 
 def test_stop_server_stops_the_process_group_it_names(tmp_path):
-    """A stand-in process group (a shell and its child), so that the test starts no server. A thread reaps the
-    shell as soon as it exits, as init does for quickstart's server: a zombie would still count as the group."""
-    group = subprocess.Popen(["bash", "-c", "sleep 300 & wait"], start_new_session=True)
+    """A stand-in process group (a shell and a child that ends with it, as Triton's stubs end with their server), so
+    that the test starts no server. A thread reaps the shell as soon as it exits, as init does for quickstart's server:
+    a zombie would still count as the group."""
+    child = "import os, sys, time\nwhile os.getppid() == int(sys.argv[1]):\n    time.sleep(0.1)"  # the shell's pid
+    group = subprocess.Popen(["bash", "-c", f"{sys.executable} -c '{child}' $$ & wait"], start_new_session=True)
     threading.Thread(target=group.wait, daemon=True).start()
     (tmp_path / "server-8000.pid").write_text(f"{group.pid} {start_time(group.pid)}\n")
     proc = subprocess.run(["bash", str(STOP)], capture_output=True, text=True, env={**os.environ, "RUN_DIR": str(tmp_path)})

@@ -165,8 +165,27 @@ def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple
     raise RuntimeError(f"tritonserver not ready after {START_TIMEOUT_S:.0f}s:\n{server.log_tail()}")
 
 
+def signal_stop(server: RunningServer) -> None:
+    """SIGTERM to the server and its Python stubs, as scripts/stop_server.sh sends it: Triton drains in-flight
+    requests and the engine step, told by its stub, refuses what has not reached vLLM (engine/stopping.py). vLLM's
+    own processes are left to the steps' unload: a SIGTERM would abort the requests they hold."""
+    group = server.process.pid
+    for pid in [group, *(pid for pid in group_pids(group) if _command(pid).endswith("triton_python_backend_stub"))]:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass  # ended since it was listed
+
+
+def _command(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
-    """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs. Whatever of the
+    """SIGTERM to the server and its stubs (`signal_stop`), then SIGKILL the process group if it hangs. Whatever of the
     group outlives the server is killed too: the vLLM EngineCore and Worker processes of a stub that was killed
     (the fault tests) or of a server that aborted are orphaned, ~1 GB each, and piled up run after run. The group is
     signalled only while its leader, the server, is not yet reaped (running, or a zombie that exit_status left
@@ -177,7 +196,7 @@ def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
     group = server.process.pid
     if server.process.returncode is None:
         if server.is_alive():
-            os.killpg(group, signal.SIGTERM)
+            signal_stop(server)
             try:
                 server.wait_exit(timeout_s)
             except subprocess.TimeoutExpired:
