@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from python_backends.engine.orphan_guard import alive, start_time
+from python_backends.engine.orphan_guard import alive, remove_semaphores_of, start_time
 from python_backends.model_repository import (
     ENGINE, ENGINE_CONFIG, ENSEMBLE, PREPROCESS, REPOSITORY, config_path, copy_with_variant, read_config, set_parameters,
     variant_file, write_config,
@@ -201,11 +201,15 @@ def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
                 server.wait_exit(timeout_s)
             except subprocess.TimeoutExpired:
                 pass
+        members = group_pids(group)  # whose semaphores to look for once they are killed
         try:
             os.killpg(group, signal.SIGKILL)  # the leader is unreaped: the group is still this server's
         except ProcessLookupError:
             pass  # nothing was left
         server.process.wait()
+        # vLLM's engine core, left running by a stop (it ends with its stub's unload), cannot unlink its named
+        # semaphores once killed: removed as scripts/stop_server.sh removes them
+        remove_semaphores_of(members)
     server.left_behind = LEDGER.remove_left_behind(group=group)
     # start_server.sh's pid file for scripts/stop_server.sh, which names a server that is gone now
     (server.log_path.parent / f"server-{server.http_url.rsplit(':', 1)[1]}.pid").unlink(missing_ok=True)

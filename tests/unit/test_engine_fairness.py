@@ -19,6 +19,7 @@ from python_backends.engine import (
     AsyncEngine, ClientGone, Deadline, DeadlineExceeded, EngineDead, EngineSettings, InflightBudget, ReplyThread,
 )
 from python_backends.engine.metrics import EngineMetrics
+from python_backends.engine.stopping import Drain, ServerStopping
 from python_backends.engine.budget import CANCEL_POLL_S, OVERSIZED_IN_FLIGHT, priority
 from python_backends.errors import Overloaded
 from python_backends.seal import ScoreSeal
@@ -177,6 +178,7 @@ class _EngineShell(AsyncEngine):
         self.budget = InflightBudget(limit, EngineSettings(engine_args={"model": "m"}, max_inflight_tokens=limit,
                                                            max_sequences=1, drain_timeout_s=1).max_waiting_tokens)
         self.llm = types.SimpleNamespace(errored=False)
+        self.drain = Drain(timeout_s=60)
         self._ids = itertools.count()
         self._on_refusal = lambda exc: None
         self.tracer = StepTracer.off()
@@ -233,6 +235,22 @@ def test_a_waiting_request_whose_deadline_passes_is_answered_and_counted_as_refu
     assert [exc.reason for exc in refused] == ["deadline"]  # reranker_rejected_requests_total{reason="deadline"}
     assert (engine.budget.used, engine.budget.waiting) == (100, 0)
     engine.answer("rerank-0")
+    assert first.result(timeout=2).tolist() == [0.0] and engine.budget.wait_idle(1)
+
+
+def test_a_stop_refuses_the_waiting_and_the_new_and_lets_the_request_in_vllm_finish(shell):
+    engine, refused = shell
+    batch = types.SimpleNamespace(tokens=100)
+    first = engine.submit(batch, Deadline())
+    waiting = engine.submit(batch, Deadline())
+    assert wait_until(lambda: "rerank-0" in engine.finish, 5)
+    engine.drain.begin()  # what the stub's SIGTERM starts
+    with pytest.raises(ServerStopping, match=r"^the server is stopping: retry on another replica$"):
+        waiting.result(timeout=2 * CANCEL_POLL_S + 1)
+    with pytest.raises(ServerStopping):
+        engine.submit(batch, Deadline())
+    assert [exc.reason for exc in refused] == ["stopping"]  # reranker_rejected_requests_total{reason="stopping"}
+    engine.answer("rerank-0")  # within its drain
     assert first.result(timeout=2).tolist() == [0.0] and engine.budget.wait_idle(1)
 
 
@@ -306,8 +324,10 @@ def test_each_outcome_is_answered_and_counted_under_its_label():
     seal = ScoreSeal(b"k" * 32)
     replies = ReplyThread(PB_UTILS, seal.outputs, metrics, held=lambda: 7)
     passed = DeadlineExceeded("the request's timeout passed in rerank_engine (500 ms); its work was aborted")
+    stopped = ServerStopping("the server is stopping and this request was not scored within its drain (20 s): retry "
+                             "on another replica")
     outcomes = [np.array([0.5, 0.25], dtype=np.float32), passed, ClientGone("request cancelled: its client left"),
-                RuntimeError("boom")]
+                RuntimeError("boom"), stopped]
     senders = [Sender() for _ in outcomes]
     for sender, result in zip(senders, outcomes):
         replies.send_when_done(sender, _done(result))
@@ -321,9 +341,10 @@ def test_each_outcome_is_answered_and_counted_under_its_label():
         ("UNAVAILABLE", "[deadline] the request's timeout passed in rerank_engine (500 ms); its work was aborted"),
         ("CANCELLED", "[cancelled] request cancelled: its client left"),
         ("INTERNAL", "[internal] internal error: RuntimeError: boom"),
+        ("UNAVAILABLE", f"[unavailable] {stopped}"),
     ]
     assert {outcome: metric.value for outcome, metric in metrics.answered.items()} == {
-        "ok": 1, "error": 1, "deadline": 1, "cancelled": 1}
+        "ok": 1, "error": 1, "deadline": 1, "cancelled": 1, "stopping": 1}
     assert metrics.sequences.value == 7
 
 
