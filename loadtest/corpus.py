@@ -36,7 +36,7 @@ RELEVANT_FRACTION = 0.125  # 8 of 64 documents carry query words
 
 
 @dataclass(frozen=True)
-class RerankRequest:
+class LoadRequest:
     """One reranking request: what a client sends to the `reranker` ensemble."""
 
     query: str
@@ -92,7 +92,7 @@ def make_request(
     relevant_fraction: float = RELEVANT_FRACTION,
     instruction: str | None = None,
     words_path: str | Path = WORDS_PATH,
-) -> RerankRequest:
+) -> LoadRequest:
     """Build request number ``seed`` of the load shape (deterministic)."""
     if n_docs < 1 or doc_tokens < 1 or query_tokens < 1 or top_n < 1:
         raise ValueError("n_docs, doc_tokens, query_tokens and top_n must be >= 1")
@@ -120,7 +120,7 @@ def make_request(
                 doc_words[pos] = rng.choice(query_words)
         documents.append(_sentences(rng, doc_words))
 
-    return RerankRequest(
+    return LoadRequest(
         query=query,
         documents=tuple(documents),
         top_n=top_n,
@@ -129,7 +129,7 @@ def make_request(
     )
 
 
-def make_requests(count: int, seed: int = 0, **kwargs) -> list[RerankRequest]:
+def make_requests(count: int, seed: int = 0, **kwargs) -> list[LoadRequest]:
     """``count`` distinct requests, seeds ``seed .. seed+count-1``."""
     return [make_request(seed + k, **kwargs) for k in range(count)]
 

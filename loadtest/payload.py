@@ -1,4 +1,4 @@
-"""Turn a :class:`loadtest.corpus.RerankRequest` into what Triton's clients send, following
+"""Turn a :class:`loadtest.corpus.LoadRequest` into what Triton's clients send, following
 docs/CONTRACT.md (the `reranker` ensemble):
 
     QUERY        BYTES  [1, 1]   required

@@ -15,14 +15,14 @@ from typing import Any
 from python_backends.contract import RequestLimits, limit_models
 
 from .merging import merge
-from .options import MODEL_NAME, ClientOptions, chunk_errors
+from .options import MODEL_NAME, RerankClientBase, chunk_errors
 from .planning import Chunk, RerankPlan
 from .results import RerankResponse
 from .retry import call_with_retry_async
 from .wire import ParsedResponse, parse_result
 
 
-class AsyncRerankClient(ClientOptions[Awaitable[RerankResponse]]):
+class AsyncRerankClient(RerankClientBase[Awaitable[RerankResponse]]):
     """One aio tritonclient per instance (gRPC multiplexes its channel; HTTP keeps a connection pool); the
     requests of a split call run concurrently, at most `max_concurrency` at a time."""
 
@@ -37,7 +37,7 @@ class AsyncRerankClient(ClientOptions[Awaitable[RerankResponse]]):
         channel_args: list[tuple[str, object]] | None = None,
         **options: Any,
     ) -> None:
-        """`options`: ClientOptions' keyword arguments. `channel_args` (gRPC only) replace tritonclient's channel
+        """`options`: RerankClientBase's keyword arguments. `channel_args` (gRPC only) replace tritonclient's channel
         options as a whole (its message sizes and keepalive among them)."""
         super().__init__(url, protocol, model_name, **options)
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep

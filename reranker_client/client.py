@@ -17,14 +17,14 @@ from typing import Any
 from python_backends.contract import RequestLimits, limit_models
 
 from .merging import merge
-from .options import MODEL_NAME, ClientOptions, chunk_errors
+from .options import MODEL_NAME, RerankClientBase, chunk_errors
 from .planning import Chunk, RerankPlan
 from .results import RerankResponse
 from .retry import call_with_retry
 from .wire import ParsedResponse, parse_result
 
 
-class RerankClient(ClientOptions[RerankResponse]):
+class RerankClient(RerankClientBase[RerankResponse]):
     """Synchronous client: one call = one query and all its documents, split into requests of at most
     `max_documents_per_request` (default: the server's limit) that run `max_concurrency` at a time.
 
@@ -35,7 +35,7 @@ class RerankClient(ClientOptions[RerankResponse]):
     asynchronous = False
 
     def __init__(self, url: str, protocol: str = "grpc", model_name: str = MODEL_NAME, **options: Any) -> None:
-        """`options`: ClientOptions' keyword arguments."""
+        """`options`: RerankClientBase's keyword arguments."""
         super().__init__(url, protocol, model_name, **options)
         self._sleep: Callable[[float], None] = time.sleep
         self._lock = threading.Lock()

@@ -16,12 +16,12 @@ from .planning import Chunk, RerankPlan, plan_rerank
 from .retry import RetryPolicy
 from .wire import protocol_module, requested_outputs
 
-__all__ = ["MODEL_NAME", "ClientOptions"]
+__all__ = ["MODEL_NAME", "RerankClientBase"]
 
 Reply = TypeVar("Reply")  # what `rerank` returns: a RerankResponse, or for the asyncio client an awaitable of one
 
 
-class ClientOptions(Generic[Reply]):
+class RerankClientBase(Generic[Reply]):
     """`max_documents_per_request=None` (the default) splits at the server's own `max_documents`, learned from
     its model configurations on the first call (`limits`: the ensemble's, then its preprocess step's and its
     engine's), so the client holds no copy of a server limit.

@@ -43,7 +43,7 @@ def name_clash(name: str, repository: Path) -> str | None:
 
 
 @dataclass(frozen=True)
-class Beside:
+class SecondEnsemble:
     """Variant `variant` of `repository`, served from folder `out` as ensemble `name`."""
 
     repository: Path

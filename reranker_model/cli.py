@@ -258,12 +258,12 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 def run_ensemble(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from .beside import Beside
+    from .beside import SecondEnsemble
     from .fitting import shown as _shown
 
     name = args.ensemble or args.name
-    beside = Beside(args.repository, args.name, args.out, name, tuple(["reranker-model", *argv[argv.index("ensemble"):]]))
-    written = beside.write()
+    command = ("reranker-model", *argv[argv.index("ensemble"):])
+    written = SecondEnsemble(args.repository, args.name, args.out, name, command).write()
     steps = " -> ".join(path.parent.name for path in written[1:] if path.name == "config.pbtxt")
     print(f"ensemble {name}: {steps}")
     for path in written:

@@ -32,7 +32,7 @@ def probe_lines(model: ModelCheck, repository: Path, query: str, documents: list
     with open_steps(configs[PREPROCESS], variant) as (preprocess, engine):
         scores = raw_scores(preprocess, engine, query, documents)
         lines = [f"engine: loaded on {'GPU' if gpu else 'CPU'} in {engine.start_seconds:.1f} s, task "
-                 f"{engine.kind.task}, max_model_len {engine.limits.max_model_len}"]
+                 f"{engine.score_kind.task}, max_model_len {engine.limits.max_model_len}"]
         lines.append(f"RAW_SCORES: {scores.dtype} shape {list(scores.shape)} (one per document) for query {query!r}")
         lines += [f"  {score:+.6f}  {document}" for score, document in zip(np.asarray(scores).tolist(), documents)]
         if parity_rows:

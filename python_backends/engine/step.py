@@ -96,7 +96,7 @@ class AsyncEngine:
         model_path = resolve_model(self.settings.model)
         verify_sha256(model_path, self.settings.model_sha256)
         family = detect_model(model_path).family
-        self.kind = family.score_kind(vllm.PoolingParams, release)
+        self.score_kind = family.score_kind(vllm.PoolingParams, release)
         return vllm.AsyncEngineArgs(**self.settings.vllm_args(model_path, family))
 
     def _start_loop(self) -> None:
@@ -120,7 +120,7 @@ class AsyncEngine:
             max_model_len=self.llm.model_config.max_model_len,
             vocab_size=self.llm.model_config.get_vocab_size(),
             max_sequences=self.settings.max_sequences,
-            query_row=self.kind.query_row,
+            query_row=self.score_kind.query_row,
         )
         self.budget = InflightBudget(self.settings.max_inflight_tokens, self.settings.max_waiting_tokens)
         self._by_priority = scheduler.policy == "priority"
@@ -199,7 +199,7 @@ class AsyncEngine:
             for number, window in enumerate(self._windows(batch)):
                 deadline.check()  # passed, or the client left, while it waited for room or for the last window
                 handed = [asyncio.ensure_future(self._pool(self._tokens_prompt(prompt_token_ids=ids[n].tolist()),
-                                                           self.kind.params(types[n]), name, rank))
+                                                           self.score_kind.params(types[n]), name, rank))
                           for n, name in zip(window, sequence_ids(request_id, number, window))]
                 tasks.extend(handed)
                 if span is not None:
@@ -222,7 +222,7 @@ class AsyncEngine:
             raise
         finally:
             watcher.cancel()
-        return batch.document_scores(self.kind.sequence_scores(pooled))
+        return batch.document_scores(self.score_kind.sequence_scores(pooled))
 
     def _windows(self, batch: SequenceBatch) -> list[range]:
         """A request within the in-flight budget goes to vLLM whole. An oversized one goes a window at a time, each

@@ -31,7 +31,9 @@ class RequestTensors:
 
 
 @dataclass(frozen=True)
-class RerankRequest:
+class DecodedRequest:
+    """One request's tensors decoded and checked: the text and numbers the encoder takes."""
+
     query: str
     documents: list[str]
     instruction: str | None
@@ -126,7 +128,7 @@ def request_cap(tensors: RequestTensors) -> int | None:
     return cap
 
 
-def parse_request(tensors: RequestTensors, limits: RequestLimits, takes_instruction: bool) -> RerankRequest:
+def parse_request(tensors: RequestTensors, limits: RequestLimits, takes_instruction: bool) -> DecodedRequest:
     """Validate and decode, in the tensor contract's order (QUERY, DOCUMENTS, INSTRUCTION, TOP_N,
     MAX_TOKENS_PER_DOC); arrays are the BYTES/INT32 numpy arrays Triton hands the Python backend."""
     query_text = _single_text("QUERY", tensors.query, limits.max_query_bytes)
@@ -141,4 +143,4 @@ def parse_request(tensors: RequestTensors, limits: RequestLimits, takes_instruct
 
     top_n = None if tensors.top_n is None else _single_int("TOP_N", tensors.top_n)
     limit = ranking_length(top_n, len(docs))
-    return RerankRequest(query_text, docs, instruction_text, limit, request_cap(tensors))
+    return DecodedRequest(query_text, docs, instruction_text, limit, request_cap(tensors))

@@ -21,7 +21,7 @@ from ..encoding.tokenization import EmptyTextError, QueryTooLongError, RequestEn
 from ..families import make_encoder
 from ..errors import InvalidRequest, Overloaded
 from ..sequences import SequenceBatch
-from .request import RequestTensors, RerankRequest, document_sizes, empty_text_error, parse_request, request_cap
+from .request import RequestTensors, DecodedRequest, document_sizes, empty_text_error, parse_request, request_cap
 from .settings import PreprocessSettings
 
 # What the preprocess step refuses a request with, each error's `reason` a label of reranker_rejected_requests_total
@@ -98,7 +98,7 @@ class Preprocessor:
         )
         return cls(encoder, settings.limits, settings.batch_token_budget)
 
-    def parse(self, tensors: RequestTensors) -> RerankRequest:
+    def parse(self, tensors: RequestTensors) -> DecodedRequest:
         return parse_request(tensors, self.limits, self.encoder.takes_instruction)
 
     def price(self, tensors: RequestTensors) -> int:
@@ -108,7 +108,7 @@ class Preprocessor:
         span = self.encoder.document_span(cap)
         return sum(min(span, size) for size in document_sizes(tensors, self.limits))
 
-    def encode(self, request: RerankRequest) -> Preprocessed:
+    def encode(self, request: DecodedRequest) -> Preprocessed:
         try:
             encoded = self.encoder.encode(request.query, request.documents, request.instruction, request.max_tokens_per_doc)
         except QueryTooLongError as exc:

@@ -181,7 +181,7 @@ class TestBertCrossEncoder:
         return bert_pre
 
     def test_loaded_as_a_classifier(self, scorer):
-        assert isinstance(scorer.kind, ClassifierLogit)
+        assert isinstance(scorer.score_kind, ClassifierLogit)
         assert scorer.limits.max_model_len == MAX_MODEL_LEN and scorer.limits.vocab_size > 100
 
     def test_raw_scores_equal_transformers_logits(self, scorer, hf_model, pre):
@@ -237,7 +237,7 @@ class TestQwen3YesNoReranker:
         return qwen3_pre
 
     def test_loaded_as_a_classifier(self, scorer):
-        assert isinstance(scorer.kind, ClassifierLogit)
+        assert isinstance(scorer.score_kind, ClassifierLogit)
 
     @torch.no_grad()
     def test_raw_score_is_logit_yes_minus_logit_no(self, scorer, pre, tiny):
@@ -279,7 +279,7 @@ class TestMiniLMBiEncoder:
         return minilm_pre
 
     def test_loaded_as_an_embedder(self, scorer):
-        assert isinstance(scorer.kind, CosineToQuery) and scorer.limits.query_row
+        assert isinstance(scorer.score_kind, CosineToQuery) and scorer.limits.query_row
 
     @torch.no_grad()
     def test_cosine_ranks_and_equals_transformers(self, scorer, pre):

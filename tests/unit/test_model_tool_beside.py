@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from python_backends.model_repository import ENGINE, STEPS, read_config
-from reranker_model.beside import Beside, step_name
+from reranker_model.beside import SecondEnsemble, step_name
 from reranker_model.cli import main
 from tests.support.triton_server import ROOT
 
@@ -37,7 +37,7 @@ def test_the_default_config_beside_as_minilm(tmp_path, capsys):
 
 
 def test_a_committed_gpu_variant_beside_keeps_its_settings(tmp_path):
-    Beside(REPOSITORY, "gpu", tmp_path, "qwen3").write()
+    SecondEnsemble(REPOSITORY, "gpu", tmp_path, "qwen3").write()
     config = read_config(tmp_path / "qwen3_engine" / "config.pbtxt")
     base = read_config(REPOSITORY / "rerank_engine" / "configs" / "gpu.pbtxt")
     config.name = base.name

@@ -9,7 +9,7 @@ import pytest
 
 from python_backends.contract import RequestLimits
 from python_backends.errors import InvalidRequest
-from python_backends.preprocess.request import RequestTensors, RerankRequest, parse_request
+from python_backends.preprocess.request import RequestTensors, DecodedRequest, parse_request
 
 LIMITS = RequestLimits(max_documents=3, max_document_bytes=10, max_query_bytes=20, max_model_len=256)
 
@@ -35,7 +35,7 @@ def rejects(message: str, **kwargs) -> None:
 
 def test_valid_request_is_decoded():
     request = parse(query=texts("café ?"), documents=texts("één", "b"))
-    assert request == RerankRequest("café ?", ["één", "b"], None, 2)
+    assert request == DecodedRequest("café ?", ["één", "b"], None, 2)
     assert parse(top_n=top(1)).top_n == 1
     assert parse(top_n=top(2)).top_n == 2
     with_instruction = parse(instruction=texts("find it"), takes_instruction=True)
