@@ -140,7 +140,7 @@ class AsyncEngine:
         return not self.llm.errored
 
     def watch_stop(self) -> bool:
-        """Drain on the server's stop (SIGTERM to its process group); call from the main thread, as Triton's
+        """Drain on the server's stop (SIGTERM to this stub); call from the main thread, as Triton's
         `initialize` runs. False where the signal cannot be watched."""
         self._stop_signal = StopSignal(self._loop, self.drain.begin)
         return self._stop_signal.watching

@@ -8,9 +8,10 @@ minutes of it. So once the stop is signalled the step refuses every request that
 timeout) and then gives them up with the same answer. Triton then finds nothing in flight and unloads the models.
 
 Triton's Python stub ignores SIGTERM (its handler does nothing): Triton alone decides when the models stop, and it
-tells a Python model nothing until `finalize`, after the in-flight requests. A SIGTERM sent to the server's whole
-process group reaches the stub as well, which is how `scripts/stop_server.sh`, the tests and the Helm chart's preStop
-hook stop a server; a SIGTERM to tritonserver alone leaves the step as before, bounded by the exit timeout only.
+tells a Python model nothing until `finalize`, after the in-flight requests. So a stop sends SIGTERM to the stubs as
+well as to tritonserver (`scripts/stop_server.sh`, the tests, the Helm chart's preStop hook), but not to vLLM's
+processes, whose engine core would abort what it holds; a SIGTERM to tritonserver alone leaves the step as before,
+bounded by the exit timeout only.
 """
 
 from __future__ import annotations

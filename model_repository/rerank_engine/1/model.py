@@ -37,7 +37,7 @@ class TritonPythonModel:
         self.metrics = EngineMetrics(pb_utils, model_labels(args))
         self.refusals = Refusals(pb_utils, model_labels(args), REFUSED_AS)
         self.replies = ReplyThread(pb_utils, ScoreSeal().outputs, self.metrics, lambda: self.engine.unfinished_sequences)
-        self.engine.watch_stop()  # a stop signalled to the server's process group drains the step (`stopping.py`)
+        self.engine.watch_stop()  # a stop signalled to this stub drains the step (`stopping.py`)
         self.engine.on_death(self._unload)
         self.engine.on_refusal(self.refusals.count)
 
