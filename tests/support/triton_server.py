@@ -170,18 +170,23 @@ def signal_stop(server: RunningServer) -> None:
     requests and the engine step, told by its stub, refuses what has not reached vLLM (engine/stopping.py). vLLM's
     own processes are left to the steps' unload: a SIGTERM would abort the requests they hold."""
     group = server.process.pid
-    for pid in [group, *(pid for pid in group_pids(group) if _command(pid).endswith("triton_python_backend_stub"))]:
+    for pid in [group, *(pid for pid in group_pids(group) if _is_stub(_arguments(pid)))]:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass  # ended since it was listed
 
 
-def _command(pid: int) -> str:
+def _arguments(pid: int) -> list[str]:
+    """A process's command line, or [] once it has ended."""
     try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
-        return ""
+        return []
+
+
+def _is_stub(arguments: list[str]) -> bool:
+    return bool(arguments) and arguments[0].endswith("triton_python_backend_stub")
 
 
 def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
@@ -233,14 +238,10 @@ def stub_pids(server: RunningServer, model: str) -> list[int]:
     """Python-backend stub processes of one model of this server (start_server.sh execs tritonserver, so the
     Popen pid is the server's; each stub's command line names its model.py and the server's pid)."""
     pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if len(args) > 1 and args[0].endswith("triton_python_backend_stub") and args[1].endswith(f"{model}/1/model.py"):
-            if str(server.pid) in args:
-                pids.append(int(proc.name))
+    for proc in Path("/proc").glob("[0-9]*"):
+        args = _arguments(int(proc.name))
+        if _is_stub(args) and len(args) > 1 and args[1].endswith(f"{model}/1/model.py") and str(server.pid) in args:
+            pids.append(int(proc.name))
     return pids
 
 
