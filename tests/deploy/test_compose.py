@@ -81,11 +81,11 @@ def test_config_is_valid(compose_bin, overrides):
     assert proc.returncode == 0
 
 
-def test_default_services_are_only_tritonserver(compose_bin):
+def test_default_services_are_the_server_and_its_grpc_front(compose_bin):
     cfg = config(compose_bin)
-    assert set(cfg["services"]) == {"tritonserver"}
-    assert config(compose_bin, "gateway")["services"].keys() == {"tritonserver", "gateway"}
-    assert config(compose_bin, "loadtest")["services"].keys() == {"tritonserver", "locust"}
+    assert set(cfg["services"]) == {"tritonserver", "grpc-front"}
+    assert config(compose_bin, "gateway")["services"].keys() == {"tritonserver", "grpc-front", "gateway"}
+    assert config(compose_bin, "loadtest")["services"].keys() == {"tritonserver", "grpc-front", "locust"}
 
 
 def test_tritonserver_service_defaults_to_the_gpu_image_and_configuration(compose_bin):
@@ -114,7 +114,7 @@ def test_tritonserver_service_defaults_to_the_gpu_image_and_configuration(compos
 
     hc = svc["healthcheck"]
     assert hc["test"][:4] == ["CMD", "python3", "-m", "reranker_client.healthcheck"]  # a real rerank
-    assert hc["test"][hc["test"].index("--url") + 1] == "localhost:8001"
+    assert hc["test"][hc["test"].index("--url") + 1] == "localhost:8011"  # Triton's own gRPC port, not the front
     assert go_duration_s(hc["timeout"]) > float(hc["test"][hc["test"].index("--timeout") + 1])
     # weights download, vLLM profiling and compilation take minutes: the start period must cover them
     assert go_duration_s(hc["start_period"]) >= 600
@@ -160,6 +160,23 @@ def test_http_takes_no_request_larger_than_the_limits_admit(compose_bin, http_ma
     assert [a for a in gpu if a.startswith("--http-max-input-size")] == [http_max_input_size]
     cpu = config(compose_bin, overrides=(CPU_OVERRIDE,))["services"]["tritonserver"]["command"]
     assert not [a for a in cpu if a.startswith("--http-max-input-size")]
+
+
+@pytest.mark.parametrize("overrides", [(), (CPU_OVERRIDE,)], ids=["gpu", "cpu"])
+def test_grpc_takes_no_request_larger_than_the_limits_admit(compose_bin, overrides, http_max_input_size):
+    """Triton's gRPC port takes messages up to 2 GiB: it listens on the server's loopback, and grpc-front (nginx with
+    the chart's template, in the server's network namespace) takes the published gRPC port with HTTP's limit."""
+    services = config(compose_bin, overrides=overrides)["services"]
+    front, server = services["grpc-front"], services["tritonserver"]
+    assert front["network_mode"] == "service:tritonserver"
+    assert front["environment"] == {"GRPC_FRONT_PORT": "8001", "TRITON_GRPC_ADDRESS": "127.0.0.1:8011",
+                                    "GRPC_MAX_MESSAGE_BYTES": http_max_input_size.split("=")[1]}
+    (template,) = front["volumes"]
+    assert Path(template["source"]) == REPO / "deploy" / "helm" / "reranker" / "files" / "grpc-front.conf.template"
+    assert template["target"] == "/etc/nginx/templates/default.conf.template" and template["read_only"]
+    assert [a for a in server["command"] if a.startswith(("--grpc-port", "--grpc-address"))] == [
+        "--grpc-address=127.0.0.1", "--grpc-port=8011"]
+    assert {int(p["target"]) for p in server["ports"]} >= {8001}  # the front's, published from the shared namespace
 
 
 @pytest.mark.parametrize("overrides", [(), (CPU_OVERRIDE,)], ids=["gpu", "cpu"])

@@ -53,10 +53,12 @@ def render(values=None, name="rr", namespace="ml"):
 
 
 def by_kind(docs) -> dict[str, dict]:
+    """The chart's objects by kind, each kind once; ConfigMaps (the dashboard's, the gRPC front's) by name instead."""
     out = {}
     for d in docs:
-        assert d["kind"] not in out, f"two {d['kind']} objects"
-        out[d["kind"]] = d
+        key = f"ConfigMap {d['metadata']['name']}" if d["kind"] == "ConfigMap" else d["kind"]
+        assert key not in out, f"two {key} objects"
+        out[key] = d
     return out
 
 
@@ -155,7 +157,7 @@ def test_defaults_run_the_gpu_configuration_from_the_project_image(helm):
     assert c["image"] == "reranker-triton:0.1.0"
     assert c["command"] == ["/bin/sh", "-c", 'rm -rf /dev/shm/*; exec tritonserver "$@"', "tritonserver"]
     assert c["args"][:2] == ["--model-repository=/models", "--model-config-name=gpu"]
-    assert {"--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"} <= set(c["args"])
+    assert {"--http-port=8000", "--grpc-address=127.0.0.1", "--grpc-port=8011", "--metrics-port=8002"} <= set(c["args"])
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 1 and c["resources"]["requests"]["nvidia.com/gpu"] == 1
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert "PYTHONPATH" not in env  # the package is installed in the image
@@ -248,7 +250,7 @@ def test_probes_see_a_dead_engine(helm):
     deploy = by_kind(render())["Deployment"]
     c = server_container(deploy)
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    assert ports == {"http": 8000, "metrics": 8002}  # gRPC: the front's container (localhost:8001 below goes through it)
     assert c["startupProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
     sp = c["startupProbe"]
     assert sp["periodSeconds"] * sp["failureThreshold"] >= 900, "download + vLLM start + compilation need minutes"
@@ -433,7 +435,8 @@ def test_service_ports(helm):
     svc = docs["Service"]
     ports = {p["name"]: p for p in svc["spec"]["ports"]}
     assert {n: p["port"] for n, p in ports.items()} == {"http": 8000, "grpc": 8001, "metrics": 8002}
-    container_ports = {p["name"] for p in server_container(docs["Deployment"])["ports"]}
+    containers = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
+    container_ports = {p["name"] for c in containers for p in c["ports"]}
     assert {p["targetPort"] for p in ports.values()} <= container_ports
     assert docs["PodDisruptionBudget"]["spec"]["maxUnavailable"] == 1
 
@@ -536,10 +539,35 @@ def test_http_takes_no_request_larger_than_the_limits_admit(helm, http_max_input
         assert [a for a in args if a.startswith("--http-max-input-size")] == [http_max_input_size]
 
 
+def test_grpc_takes_no_request_larger_than_the_limits_admit(helm, http_max_input_size):
+    """Triton's gRPC port takes messages up to 2 GiB: the Service's grpc port is the front's (nginx with
+    files/grpc-front.conf.template, refusing a larger body than HTTP's limit), Triton's own on the pod's loopback."""
+    docs = render()
+    deploy = kinds_named(docs, "Deployment")["rr-reranker"]
+    (front,) = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == "grpc-front"]
+    assert {e["name"]: e["value"] for e in front["env"]} == {
+        "GRPC_FRONT_PORT": "8001", "TRITON_GRPC_ADDRESS": "127.0.0.1:8011",
+        "GRPC_MAX_MESSAGE_BYTES": http_max_input_size.split("=")[1]}
+    assert front["ports"] == [{"name": "grpc", "containerPort": 8001, "protocol": "TCP"}]
+    assert {"--grpc-address=127.0.0.1", "--grpc-port=8011"} <= set(server_container(deploy)["args"])
+    template = kinds_named(docs, "ConfigMap")["rr-reranker-grpc-front"]["data"]["grpc-front.conf.template"]
+    assert template == (CHART / "files" / "grpc-front.conf.template").read_text()
+    assert mounts(front)["/etc/nginx/templates"]["name"] == "grpc-front-template"
+    assert volumes(deploy)["grpc-front-template"]["configMap"]["items"] == [
+        {"key": "grpc-front.conf.template", "path": "default.conf.template"}]
+    assert front["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "10"]  # as long as Triton takes calls
+
+    off = kinds_named(render({"grpcFront": {"enabled": False}}), "Deployment")["rr-reranker"]
+    assert [c["name"] for c in off["spec"]["template"]["spec"]["containers"]] == ["tritonserver"]
+    assert [a for a in server_container(off)["args"] if a.startswith(("--grpc-port", "--grpc-address"))] == [
+        "--grpc-port=8001"]
+    assert {"name": "grpc", "containerPort": 8001, "protocol": "TCP"} in server_container(off)["ports"]
+
+
 def test_one_value_traces_the_gateway_triton_and_the_engine_step(helm):
     url = "http://otel-collector.observability:4318/v1/traces"
     deploys = kinds_named(render({"gateway": {"enabled": True}, "tracing": {"otlpTracesEndpoint": url}}), "Deployment")
-    (server,) = deploys["rr-reranker"]["spec"]["template"]["spec"]["containers"]
+    server = server_container(deploys["rr-reranker"])
     (gateway,) = deploys["rr-reranker-gateway"]["spec"]["template"]["spec"]["containers"]
     assert [a for a in server["args"] if a.startswith("--trace-config")] == [
         "--trace-config=mode=opentelemetry", "--trace-config=rate=0", "--trace-config=count=-1",
@@ -547,8 +575,8 @@ def test_one_value_traces_the_gateway_triton_and_the_engine_step(helm):
     for container in (server, gateway):
         assert {"name": "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "value": url} in container["env"]
     off = kinds_named(render({"gateway": {"enabled": True}}), "Deployment")
-    for deploy in off.values():
-        (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    gateway = off["rr-reranker-gateway"]["spec"]["template"]["spec"]["containers"]
+    for container in (server_container(off["rr-reranker"]), *gateway):
         assert not [a for a in container.get("args", []) if "trace" in a.split("=")[0]]
         assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" not in {e["name"] for e in container["env"]}
 
@@ -641,7 +669,7 @@ def test_render_cli_validates(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "0 errors" in proc.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(out.read_text()) if d]
-    assert sorted(kinds) == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "PersistentVolumeClaim",
+    assert sorted(kinds) == ["ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "PersistentVolumeClaim",
                              "PodDisruptionBudget", "Secret", "Service"]
 
     cpu = subprocess.run(
@@ -673,15 +701,14 @@ def test_readme_helm_install_renders_and_validates(helm, kubernetes_validate):
 
 
 def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_unless_turned_off(helm):
-    (dashboard,) = kinds_named(render(), "ConfigMap").values()
-    assert dashboard["metadata"]["name"] == "rr-reranker-dashboard"
+    dashboard = kinds_named(render(), "ConfigMap")["rr-reranker-dashboard"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped = (CHART / "dashboards" / "reranker.json").read_text()
     assert json.loads(dashboard["data"]["reranker.json"]) == json.loads(shipped)
     assert json.loads(shipped)["uid"] == "triton-vllm-reranker"
     foldered = kinds_named(render({"grafanaDashboard": {"annotations": {"grafana_folder": "Reranker"}}}), "ConfigMap")
     assert foldered["rr-reranker-dashboard"]["metadata"]["annotations"] == {"grafana_folder": "Reranker"}
-    assert kinds_named(render({"grafanaDashboard": {"enabled": False}}), "ConfigMap") == {}
+    assert "rr-reranker-dashboard" not in kinds_named(render({"grafanaDashboard": {"enabled": False}}), "ConfigMap")
 
 
 def test_a_pod_leaves_the_service_then_tells_the_engine_step_to_drain_before_triton_stops(helm):
