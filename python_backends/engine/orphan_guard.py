@@ -16,9 +16,10 @@ Processes are named by pid and start time: a pid reused since is left alone.
 The server's death is watched too. A stub whose tritonserver is killed with requests in flight does not follow it: it
 waits on the dead server's shared memory, deaf to SIGTERM, with the engine core beside it holding the GPU, and the
 next server start finds no memory. So when the stub's parent is gone, the guard gives the stub `STUB_GRACE_S` to
-exit by itself (an idle stub does), then SIGKILLs it and ends the engine cores as above; last it removes the shared-
-memory regions of that server (the region prefix in the stub's command line) that no process maps any more, which a
-killed server leaves behind (scripts/shm_regions.sh does the same at the next start). The engine cores' named
+exit by itself (an idle stub does), then SIGKILLs it and ends the engine cores as above; last, once the server's other
+stubs have exited (by themselves; waited for up to `SIBLINGS_GRACE_S`), it removes the shared-memory regions of that
+server (the region prefix in the stub's command line) that no process maps any more, which a killed server leaves
+behind (scripts/shm_regions.sh does the same at the next start). The engine cores' named
 semaphores that a SIGKILL left go too.
 """
 
@@ -36,6 +37,7 @@ GRACE_S = 10.0
 POLL_S = 0.1
 SERVER_POLL_S = 0.5  # how often the guard looks for its server
 STUB_GRACE_S = 3.0  # how long a stub whose server died may take to exit by itself
+SIBLINGS_GRACE_S = 20.0  # how long the guard waits for the server's other stubs before removing their regions
 CLOSED = "CLOSED"
 # /proc/<pid>/stat after the command name: 0 state, 1 parent pid, 19 start time (clock ticks after boot)
 STATE, PARENT, STARTED = 0, 1, 19
@@ -92,6 +94,18 @@ def stub_region(stub: int) -> str | None:
     except OSError:
         return None
     return args[2].decode() if len(args) > 2 and args[0].endswith(b"triton_python_backend_stub") else None
+
+
+def stubs_of(prefix: str, but: int) -> dict[int, int]:
+    """The Python-backend stubs (pid: start time) whose region is named `prefix`..., other than `but`: a server's
+    other steps."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != but:
+            region, started = stub_region(int(entry.name)), start_time(int(entry.name))
+            if region is not None and region.startswith(prefix) and started is not None:
+                found[int(entry.name)] = started
+    return found
 
 
 def _held(shm: Path) -> set[tuple[int, int]]:
@@ -184,18 +198,25 @@ def main() -> None:
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in sys.stdin), daemon=True)
     reader.start()  # returns at end-of-file: the stub closed the pipe, or died
-    server_died = False
+    prefix = region.rsplit("_", 1)[0] + "_" if region else None
+    server_died, siblings = False, {}
     while reader.is_alive():
         reader.join(SERVER_POLL_S)
         if reader.is_alive() and not server_died and not alive(server, server_started):
             server_died = True
+            siblings = stubs_of(prefix, stub) if prefix else {}
             end_stub_of_dead_server(stub, stub_started)
     if CLOSED not in lines:
         targets = dict(tuple(map(int, line.split())) for line in lines)
         end(targets)
         remove_semaphores_of(list(targets))  # what a SIGKILL past the grace left
-    if server_died and region:
-        remove_unmapped(region.rsplit("_", 1)[0] + "_")
+    if server_died and prefix:
+        # The server's other stubs exit by themselves, slower on a busy host: a region still mapped when the guard
+        # looks would stay in /dev/shm until the next start, so their end is waited for (bounded) first.
+        deadline = time.monotonic() + SIBLINGS_GRACE_S
+        while time.monotonic() < deadline and any(alive(pid, started) for pid, started in siblings.items()):
+            time.sleep(POLL_S)
+        remove_unmapped(prefix)
 
 
 if __name__ == "__main__":

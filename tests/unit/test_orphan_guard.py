@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import os
 import signal
+import site
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from python_backends.engine.orphan_guard import (
     SERVER_POLL_S, STUB_GRACE_S, OrphanGuard, alive, children, end, remove_unmapped, start_time,
 )
+from tests.support.triton_server import ROOT
 from tests.support.waiting import wait_until
 
 # Stands in for a stub: starts a long child (the engine core) and the guard for it, prints both pids, then waits.
@@ -159,3 +162,69 @@ def test_only_the_unmapped_files_of_the_prefix_are_removed(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+# Run by a link to Python named triton_python_backend_stub, it looks like a Python-backend stub of region argv[1] to
+# the guard (its command line's first word ends in that name, its third is the region) and maps that region. The
+# engine's starts its engine core and the guard and then ignores SIGTERM, as a stub of a dead server does; another
+# step's exits by itself LATE_S after its server is gone, later than the guard's grace for its own stub.
+FAKE_STUB = textwrap.dedent("""
+    import mmap, os, signal, subprocess, sys, time
+    from python_backends.engine.orphan_guard import OrphanGuard, children
+    region, role = sys.argv[1], sys.argv[2]
+    with open("/dev/shm/" + region, "w+b") as file:
+        file.write(bytes(4096))
+        file.flush()
+        mapped = mmap.mmap(file.fileno(), 4096)
+    if role == "engine":
+        core = subprocess.Popen(["sleep", "300"])
+        guard = OrphanGuard(children(os.getpid()))
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(core.pid, guard.process.pid, flush=True)
+        time.sleep(300)
+    server = os.getppid()
+    print("ready", flush=True)
+    while os.getppid() == server:
+        time.sleep(0.1)
+    time.sleep(float(sys.argv[3]))
+""")
+LATE_S = STUB_GRACE_S + 2.0
+TWO_STUBS = textwrap.dedent("""
+    import subprocess, sys
+    stub, script, prefix, late = sys.argv[1:5]
+    engine = subprocess.Popen([stub, script, prefix + "engine", "engine"], stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen([stub, script, prefix + "other", "other", late], stdout=subprocess.PIPE, text=True)
+    print(engine.pid, engine.stdout.readline().strip(), other.pid, other.stdout.readline().strip(), flush=True)
+    engine.wait()
+""")
+
+
+def test_a_dead_servers_regions_go_once_its_other_stubs_have_exited(tmp_path):
+    """A killed server's stubs exit one by one, slowly on a busy host: the region of a step whose stub outlived the
+    guard's grace for its own must go too, once that stub has exited (it stayed in /dev/shm when the guard swept
+    at once: two regions of a killed server were left in a run of the test suite)."""
+    script, prefix = tmp_path / "stub.py", f"triton_reranker_guardtest{os.getpid()}_"
+    script.write_text(FAKE_STUB)
+    stub = tmp_path / "triton_python_backend_stub"
+    stub.symlink_to(sys.executable)  # run by its link, Python is outside its venv: the venv's packages by path
+    packages = os.pathsep.join([str(ROOT), *site.getsitepackages()])
+    server = subprocess.Popen([sys.executable, "-c", TWO_STUBS, str(stub), str(script), prefix, str(LATE_S)],
+                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=packages))
+    engine, core, guard, other, ready = server.stdout.readline().split()
+    processes = {int(pid): start_time(int(pid)) for pid in (engine, core, guard, other)}
+    regions = {prefix + "engine", prefix + "other"}
+    try:
+        assert ready == "ready" and {p.name for p in Path("/dev/shm").glob(prefix + "*")} == regions
+        server.kill()
+        server.wait()
+        killed = time.monotonic()
+        assert wait_until(lambda: not any(alive(pid, t) for pid, t in processes.items()), timeout_s=LATE_S + 15)
+        assert time.monotonic() - killed >= LATE_S - SERVER_POLL_S  # the other stub did outlive the guard's grace
+        assert wait_until(lambda: not list(Path("/dev/shm").glob(prefix + "*")), timeout_s=5), \
+            sorted(p.name for p in Path("/dev/shm").glob(prefix + "*"))
+    finally:
+        for pid, started in processes.items():
+            if started is not None and alive(pid, started):
+                os.kill(pid, signal.SIGKILL)
+        for path in Path("/dev/shm").glob(prefix + "*"):
+            path.unlink()
