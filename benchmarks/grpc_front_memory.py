@@ -62,7 +62,9 @@ def latency(direct: str, front: str, requests: int) -> dict:
 def one_way(way: str, sizes: list[int], folder: Path, latency_requests: int) -> tuple[list[dict], dict | None]:
     server = start_server(folder / f"{way}-server.log")
     try:
-        limit = RerankClient(server.grpc_url, protocol="grpc").limits().http_max_input_size
+        limits_client = RerankClient(server.grpc_url, protocol="grpc")
+        limit = limits_client.limits().http_max_input_size
+        limits_client.close()
         front = running_front(server.grpc_url, limit, folder=folder / "front") if way == "front" else nullcontext()
         with front as running:
             medians = latency(server.grpc_url, running.address, latency_requests) if running else None

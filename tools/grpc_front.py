@@ -1,6 +1,7 @@
 """Run the gRPC front that docker-compose.yml and the Helm chart put before Triton's gRPC port
 (deploy/helm/reranker/files/grpc-front.conf.template) with this machine's nginx, in front of a server started here:
-what the tests and benchmarks/refused_memory.py run, and a way to try the front without a container.
+what tests/deploy/test_grpc_front.py and benchmarks/grpc_front_memory.py run, and a way to try the front without a
+container.
 
     python -m tools.grpc_front --triton 127.0.0.1:8001 --port 9001
 
