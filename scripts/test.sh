@@ -9,6 +9,10 @@ scripts/setup.sh --tests   # serving, plus the test and tool packages
 # perf_analyzer (from the tritonclient 2.51 wheel) and the docker compose plugin, for tests/deploy.
 PYTHON=.venv/bin/python bash deploy/install_tools.sh
 SETUP_S=$((SECONDS - RUN_START))
+# The tests run two workers, their servers' vLLM engines and the tests' own torch on two cores at once: an OpenMP
+# thread that spins at a barrier while its sibling waits for a core takes the core that sibling waits for. Sleeping
+# threads cost a small request a little latency on an idle host and save a busy one about a quarter of its CPU time.
+export OMP_WAIT_POLICY=PASSIVE
 # One tritonserver on the default model repository serves every test that needs nothing else, on both workers: its
 # keeper starts it while the first tests run and stops it when this script closes the pipe to its stdin (or dies).
 # With pytest arguments (a selection) each worker starts one when a test first needs it.
