@@ -20,12 +20,14 @@ exit by itself (an idle stub does), then SIGKILLs it and ends the engine cores a
 stubs have exited (by themselves; waited for up to `SIBLINGS_GRACE_S`), it removes the shared-memory regions of that
 server (the region prefix in the stub's command line) that no process maps any more, which a killed server leaves
 behind (scripts/shm_regions.sh does the same at the next start). The engine cores' named
-semaphores that a SIGKILL left go too.
+semaphores that a SIGKILL left go too. Whichever way it ends, the guard removes the directory of vLLM's sockets that
+the stub named (`ipc_dir.py`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -163,10 +165,12 @@ def remove_semaphores_of(pids: list[int], shm: Path = Path("/dev/shm")) -> list[
 class OrphanGuard:
     """The stub's side: `OrphanGuard(pids)` starts the guard for them; `close()` after a clean shutdown."""
 
-    def __init__(self, targets: dict[int, int]) -> None:
+    def __init__(self, targets: dict[int, int], ipc_dir: str = "") -> None:
+        """`ipc_dir`: a directory the guard removes when it exits (vLLM's sockets, `ipc_dir.py`); none by default."""
         # the stub and its server named here, while both surely live (the guard's own start takes a moment)
         names = [str(n) for pid in (os.getpid(), os.getppid()) for n in (pid, start_time(pid))]
-        self.process = subprocess.Popen([sys.executable, "-I", __file__, *names], stdin=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen([sys.executable, "-I", __file__, *names, ipc_dir], stdin=subprocess.PIPE,
+                                        text=True)
         self.process.stdin.write("".join(f"{pid} {started}\n" for pid, started in targets.items()))
         self.process.stdin.flush()
 
@@ -194,6 +198,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stub, stub_started, server, server_started = map(int, sys.argv[1:5])
+    ipc_dir = sys.argv[5]
     region = stub_region(stub)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in sys.stdin), daemon=True)
@@ -217,6 +222,8 @@ def main() -> None:
         while time.monotonic() < deadline and any(alive(pid, started) for pid, started in siblings.items()):
             time.sleep(POLL_S)
         remove_unmapped(prefix)
+    if ipc_dir:  # after the engine cores' end: nothing binds or connects to its sockets any more
+        shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

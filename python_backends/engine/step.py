@@ -21,6 +21,7 @@ import itertools
 import locale
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from ..tracing import StepTracer
 from .budget import CANCEL_POLL_S, OVERSIZED_IN_FLIGHT, InflightBudget, Place, priority
 from .deadline import ClientGone, Deadline, DeadlineExceeded
 from .groups import sequence_ids
+from .ipc_dir import private_ipc_dir
 from .orphan_guard import OrphanGuard, children
 from .settings import EngineSettings, check_vllm_version
 from .stopping import Drain, ServerStopping, StopSignal
@@ -107,10 +109,17 @@ class AsyncEngine:
     def _start_vllm(self, version: str, engine_args: Any) -> None:
         started = time.monotonic()
         before = children(os.getpid())
-        self.llm = self._call(self._build(engine_args))
+        self.ipc_dir = private_ipc_dir()
+        try:
+            self.llm = self._call(self._build(engine_args))
+        except BaseException:
+            shutil.rmtree(self.ipc_dir, ignore_errors=True)
+            raise
         self.start_seconds = time.monotonic() - started
-        # the engine-core processes vLLM just started: ended by the guard if this process dies without close()
-        self._guard = OrphanGuard({pid: t for pid, t in children(os.getpid()).items() if pid not in before})
+        # the engine-core processes vLLM just started, ended by the guard if this process dies without close(); the
+        # guard removes the sockets' directory when it exits, either way
+        self._guard = OrphanGuard({pid: t for pid, t in children(os.getpid()).items() if pid not in before},
+                                   self.ipc_dir)
         log.warning("vLLM %s engine ready in %.1f s", version, self.start_seconds)
 
     def _read_limits(self) -> None:

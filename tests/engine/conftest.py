@@ -63,5 +63,6 @@ def open_engine(settings: EngineSettings):
         yield engine
     finally:
         engine.close()
+        assert not Path(engine.ipc_dir).exists(), "vLLM's sockets outlived the engine"
         del engine
         gc.collect()

@@ -7,8 +7,10 @@ Requests go through `AsyncEngine.submit`, exactly as `rerank_engine`'s execute h
 from __future__ import annotations
 
 import gc
+import stat
 import time
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,6 +185,11 @@ class TestBertCrossEncoder:
     def test_loaded_as_a_classifier(self, scorer):
         assert isinstance(scorer.score_kind, ClassifierLogit)
         assert scorer.limits.max_model_len == MAX_MODEL_LEN and scorer.limits.vocab_size > 100
+
+    def test_vllms_sockets_are_files_of_a_directory_of_the_engines_own(self, scorer):
+        ipc_dir = Path(scorer.ipc_dir)
+        assert stat.S_IMODE(ipc_dir.stat().st_mode) == 0o700
+        assert [stat.S_ISSOCK(path.stat().st_mode) for path in ipc_dir.iterdir()] == [True] * 3
 
     def test_raw_scores_equal_transformers_logits(self, scorer, hf_model, pre):
         batch = make_batch(scorer, pre, QUERY, DOCS)

@@ -1,5 +1,5 @@
 """The last lines of scripts/test.sh: each phase's wall time, each pass's counts, and whatever the run left behind
-(processes it started that still run, files in /dev/shm), each with its owner.
+(processes it started that still run, files in /dev/shm with their owners, directories of vLLM's sockets).
 
     python -m tests.support.run_summary --setup-s 80 --parallel-s 500 --alone-s 120 --total-s 700 \\
         build/test-run/parallel.xml build/test-run/alone.xml
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+from python_backends.engine.ipc_dir import PREFIX as IPC_PREFIX
 from python_backends.engine.orphan_guard import start_time
 from tests.support.shared_memory import PREFIXES, SHM, command_line, held_by
 
@@ -54,6 +56,15 @@ def leftover_files() -> list[str]:
             for path in sorted(SHM.iterdir()) if path.name.startswith(PREFIXES)]
 
 
+def leftover_socket_dirs(since: int) -> list[str]:
+    """Directories of vLLM's sockets (python_backends/engine/ipc_dir.py) made after `since` that are still there."""
+    stat = Path("/proc/stat").read_text().splitlines()
+    boot = next(int(line.split()[1]) for line in stat if line.startswith("btime"))
+    run_start = boot + since / os.sysconf("SC_CLK_TCK")
+    return [str(path) for path in sorted(Path(tempfile.gettempdir()).glob(f"{IPC_PREFIX}*"))
+            if path.stat().st_mtime >= run_start]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for phase in ("setup", "parallel", "alone", "total"):
@@ -65,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"test.sh: setup {args.setup_s} s, parallel pass {args.parallel_s} s, alone pass {args.alone_s} s, "
           f"total {args.total_s // 60} min {args.total_s % 60} s")
     print(f"test.sh: parallel pass: {counts(args.parallel_xml)}; alone pass: {counts(args.alone_xml)}")
-    for kind, entries in (("processes", leftover_processes(since)), ("/dev/shm files", leftover_files())):
+    for kind, entries in (("processes", leftover_processes(since)), ("/dev/shm files", leftover_files()),
+                          ("vLLM socket directories", leftover_socket_dirs(since))):
         print(f"test.sh: left behind, {kind}: {len(entries)}")
         for entry in entries:
             print(f"  {entry}")

@@ -87,6 +87,20 @@ def test_clean_close_ends_the_guard_at_once_and_nothing_else():
         survivor.wait()
 
 
+@pytest.mark.parametrize("ending", ["close", "the stub's death"])
+def test_the_sockets_directory_goes_when_the_guard_exits(tmp_path, ending):
+    ipc_dir = tmp_path / "vllm-ipc"
+    ipc_dir.mkdir()
+    (ipc_dir / "engine-socket").touch()
+    guard = OrphanGuard({}, str(ipc_dir))
+    if ending == "close":
+        guard.close()
+    else:
+        guard.process.stdin.close()  # as when the stub dies
+        guard.process.wait(timeout=5)
+    assert not ipc_dir.exists()
+
+
 def test_close_after_the_guard_was_killed_returns():
     guard = OrphanGuard({})
     guard.process.kill()
