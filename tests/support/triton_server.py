@@ -108,9 +108,9 @@ class RunningServer:
 
 def start_server(log_path: Path, model_repository: Path | None = None, extra_args: tuple[str, ...] = (),
                  traced: bool = False) -> RunningServer:
-    """tritonserver on free loopback ports, ready; `traced`: exporting traces to a free port of its own (for an
-    OTLP receiver a test starts there). Another process can still take a port in the minute before the server binds
-    it: such a start is made again on other ports."""
+    """tritonserver on free loopback ports, ready (HTTP readiness, and the metrics port open); `traced`: exporting
+    traces to a free port of its own (for an OTLP receiver a test starts there). Another process can still take a port
+    in the minute before the server binds it: such a start is made again on other ports."""
     with one_load_at_a_time():
         for _ in range(START_ATTEMPTS - 1):
             try:
@@ -158,7 +158,9 @@ def _start_once(log_path: Path, model_repository: Path | None, extra_args: tuple
             stop_server(server)  # what its group left (stubs, vLLM's processes and segments) goes with it
             failure = PortTaken if "already in use" in server.log_tail() else RuntimeError
             raise failure(f"while starting: {ending}")
-        if http_ok(f"http://{server.http_url}/v2/health/ready"):
+        # Triton opens its metrics port last, after the HTTP one answers (41 ms later once on two busy cores): a test
+        # that reads the metrics at once found it closed
+        if http_ok(f"http://{server.http_url}/v2/health/ready") and http_ok(f"http://{server.metrics_url}/metrics"):
             return server
         time.sleep(0.5)
     stop_server(server)
