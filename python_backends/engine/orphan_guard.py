@@ -98,6 +98,13 @@ def stub_region(stub: int) -> str | None:
     return args[2].decode() if len(args) > 2 and args[0].endswith(b"triton_python_backend_stub") else None
 
 
+def server_prefix(stub: int) -> str | None:
+    """What the names of one server's regions begin with (its stub's region less the UUID); None for a process that
+    is not a Python-backend stub."""
+    region = stub_region(stub)
+    return region.rsplit("_", 1)[0] + "_" if region else None
+
+
 def stubs_of(prefix: str, but: int) -> dict[int, int]:
     """The Python-backend stubs (pid: start time) whose region is named `prefix`..., other than `but`: a server's
     other steps."""
@@ -199,11 +206,10 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stub, stub_started, server, server_started = map(int, sys.argv[1:5])
     ipc_dir = sys.argv[5]
-    region = stub_region(stub)
+    prefix = server_prefix(stub)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(line.strip() for line in sys.stdin), daemon=True)
     reader.start()  # returns at end-of-file: the stub closed the pipe, or died
-    prefix = region.rsplit("_", 1)[0] + "_" if region else None
     server_died, siblings = False, {}
     while reader.is_alive():
         reader.join(SERVER_POLL_S)

@@ -109,12 +109,12 @@ class AsyncEngine:
     def _start_vllm(self, version: str, engine_args: Any) -> None:
         started = time.monotonic()
         before = children(os.getpid())
-        self.ipc_dir = private_ipc_dir()
-        try:
-            self.llm = self._call(self._build(engine_args))
-        except BaseException:
-            shutil.rmtree(self.ipc_dir, ignore_errors=True)
-            raise
+        with private_ipc_dir() as self.ipc_dir:
+            try:
+                self.llm = self._call(self._build(engine_args))
+            except BaseException:
+                shutil.rmtree(self.ipc_dir, ignore_errors=True)
+                raise
         self.start_seconds = time.monotonic() - started
         # the engine-core processes vLLM just started, ended by the guard if this process dies without close(); the
         # guard removes the sockets' directory when it exits, either way

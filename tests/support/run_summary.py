@@ -13,7 +13,7 @@ import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-from python_backends.engine.ipc_dir import PREFIX as IPC_PREFIX
+from python_backends.engine.ipc_dir import SUFFIX as IPC_SUFFIX
 from python_backends.engine.orphan_guard import start_time
 from tests.support.shared_memory import PREFIXES, SHM, command_line, held_by
 
@@ -61,7 +61,7 @@ def leftover_socket_dirs(since: int) -> list[str]:
     stat = Path("/proc/stat").read_text().splitlines()
     boot = next(int(line.split()[1]) for line in stat if line.startswith("btime"))
     run_start = boot + since / os.sysconf("SC_CLK_TCK")
-    return [str(path) for path in sorted(Path(tempfile.gettempdir()).glob(f"{IPC_PREFIX}*"))
+    return [str(path) for path in sorted(Path(tempfile.gettempdir()).glob(f"*{IPC_SUFFIX}*"))
             if path.stat().st_mtime >= run_start]
 
 

@@ -13,7 +13,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from python_backends.engine.orphan_guard import alive, remove_semaphores_of, start_time
+from python_backends.engine.ipc_dir import remove_ipc_dirs
+from python_backends.engine.orphan_guard import alive, remove_semaphores_of, server_prefix, start_time
 from python_backends.model_repository import (
     ENGINE, ENGINE_CONFIG, ENSEMBLE, PREPROCESS, REPOSITORY, config_path, copy_with_variant, read_config, set_parameters,
     variant_file, write_config,
@@ -209,6 +210,7 @@ def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
             except subprocess.TimeoutExpired:
                 pass
         members = group_pids(group)  # whose semaphores to look for once they are killed
+        prefixes = {server_prefix(pid) for pid in members} - {None}  # its engines' socket directories', likewise
         try:
             os.killpg(group, signal.SIGKILL)  # the leader is unreaped: the group is still this server's
         except ProcessLookupError:
@@ -217,6 +219,8 @@ def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
         # vLLM's engine core, left running by a stop (it ends with its stub's unload), cannot unlink its named
         # semaphores once killed: removed as scripts/stop_server.sh removes them
         remove_semaphores_of(members)
+        for prefix in prefixes:  # an engine's guard, killed with the group, could not remove its engine's
+            remove_ipc_dirs(prefix)
     server.left_behind = LEDGER.remove_left_behind(group=group)
     # start_server.sh's pid file for scripts/stop_server.sh, which names a server that is gone now
     (server.log_path.parent / f"server-{server.http_url.rsplit(':', 1)[1]}.pid").unlink(missing_ok=True)
