@@ -27,12 +27,15 @@ SUFFIX = "vllm-ipc-"
 def private_ipc_dir() -> Iterator[str]:
     """A new directory for vLLM's sockets, named in the environment vLLM reads it from while an engine starts within
     the block, and only then: a process that starts engines one after another (the tests) must not hand the next
-    one a directory removed with the last."""
+    one a directory removed with the last. An engine that fails to start within the block takes it along."""
     path = tempfile.mkdtemp(prefix=(server_prefix(os.getpid()) or "") + SUFFIX)
     before = os.environ.get(ENV)
     os.environ[ENV] = path
     try:
         yield path
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
     finally:
         if before is None:
             del os.environ[ENV]

@@ -21,7 +21,6 @@ import itertools
 import locale
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -110,11 +109,7 @@ class AsyncEngine:
         started = time.monotonic()
         before = children(os.getpid())
         with private_ipc_dir() as self.ipc_dir:
-            try:
-                self.llm = self._call(self._build(engine_args))
-            except BaseException:
-                shutil.rmtree(self.ipc_dir, ignore_errors=True)
-                raise
+            self.llm = self._call(self._build(engine_args))
         self.start_seconds = time.monotonic() - started
         # the engine-core processes vLLM just started, ended by the guard if this process dies without close(); the
         # guard removes the sockets' directory when it exits, either way

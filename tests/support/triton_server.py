@@ -210,7 +210,7 @@ def stop_server(server: RunningServer, timeout_s: float = 60) -> int:
             except subprocess.TimeoutExpired:
                 pass
         members = group_pids(group)  # whose semaphores to look for once they are killed
-        prefixes = {server_prefix(pid) for pid in members} - {None}  # its engines' socket directories', likewise
+        prefixes = {server_prefix(pid) for pid in members} - {None}  # whose socket directories to remove, likewise
         try:
             os.killpg(group, signal.SIGKILL)  # the leader is unreaped: the group is still this server's
         except ProcessLookupError:

@@ -10,6 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from python_backends.engine.ipc_dir import ENV, private_ipc_dir, remove_ipc_dirs
 from tests.support.triton_server import ROOT
 
@@ -46,3 +48,6 @@ def test_outside_a_stub_the_directory_has_no_servers_name_and_is_named_to_vllm_o
     with private_ipc_dir() as made:
         assert Path(made).name.startswith("vllm-ipc-") and os.environ[ENV] == made
     assert os.environ[ENV] == "/the/callers/own" and Path(made).is_dir()  # removed by its engine's guard
+    with pytest.raises(RuntimeError), private_ipc_dir() as failed:
+        raise RuntimeError("the engine did not start")
+    assert not Path(failed).exists() and os.environ[ENV] == "/the/callers/own"
