@@ -50,6 +50,7 @@ def test_a_request_within_the_limits_gets_the_servers_own_answer(server, front):
     assert through == rerank(server.grpc_url)
 
 
+@pytest.mark.alone  # it reads the shared server's failure counts, which the other worker's tests move
 def test_a_request_larger_than_the_limits_admit_is_refused_before_triton_has_it(server, front, limit):
     documents = limit // DOCUMENT_BYTES + 1  # a few documents more than fit: the front counts bytes, not documents
     query = grpc_client.InferInput("QUERY", [1, 1], "BYTES")
