@@ -241,7 +241,7 @@ def table(results: dict) -> str:
     lines.append("* = level incomplete (errors or time budget); pairs/s, tok/s, %ceil: over the steady window (every "
                  "worker answered once .. last send, loadtest/closed_loop.py), wall = pairs/s over the whole level; "
                  "levels: the median of the rounds (A B A B); a / b: rates over the steady window, or over the whole level "
-                 "where either side's differ by more than 10%; "
+                 "where, in any round, either side's differ by more than 10%; "
                  "%ceil = useful FLOP/s over the matmul rate; pre+cal (preprocess from execute to answer, its "
                  "counters, and calibrate's compute time) and vllm (hand-over to answer in rerank_engine, its "
                  "counters) = shares of the mean request latency")

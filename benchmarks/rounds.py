@@ -2,8 +2,9 @@
 both sides of a comparison; a system's reported level is the median of its rounds, with their spread.
 
 A single reading cannot judge a ratio near 1: runs of one system on one warm machine differ by 5-13%. The rates
-compared are the steady-window ones unless either side's steady and whole-level rates differ by more than
-`BURST_TOLERANCE`, then both sides' whole-level rates (a server answering in bursts looks faster in a window).
+compared are the steady-window ones unless, in any round, either side's steady and whole-level rates differ by more
+than `BURST_TOLERANCE`, then both sides' whole-level rates (a server answering in bursts looks faster in a window; a
+median of rounds can hide the round that did).
 """
 
 from __future__ import annotations
@@ -66,8 +67,13 @@ def merge(earlier: dict | None, new: dict) -> dict:
 
 
 def _bursty(level: dict) -> bool:
-    steady, wall = level.get("pairs_per_s"), _dig(level, ("wall", "pairs_per_s"))
-    return bool(steady and wall) and abs(steady - wall) / wall > BURST_TOLERANCE
+    """Whether any round's steady rate is more than BURST_TOLERANCE off its whole-level rate (a level of one
+    reading has no spread: its own two rates)."""
+    spread = level.get("spread") or {}
+    steadies = spread.get("pairs_per_s") or [level.get("pairs_per_s")]
+    walls = spread.get("wall_pairs_per_s") or [_dig(level, ("wall", "pairs_per_s"))]
+    return any(bool(steady and wall) and abs(steady - wall) / wall > BURST_TOLERANCE
+               for steady, wall in zip(steadies, walls))
 
 
 def compare(a: dict, b: dict) -> list[dict]:
