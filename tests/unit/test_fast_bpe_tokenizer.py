@@ -166,6 +166,33 @@ def test_texts_split_among_threads_keep_their_order(tok, tokenizer_dir, monkeypa
     assert len(ran_on) == 6 and all(name.startswith("fast-bpe_") for name in ran_on), ran_on
 
 
+class CountingEncoding:
+    """A tiktoken encoding that records its calls: how many texts each took."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls = inner, []
+
+    def encode(self, text: str, **kwargs) -> list[int]:
+        self.calls.append(("joined", text.count(fast_bpe_module.SEPARATOR) + 1))
+        return self.inner.encode(text, **kwargs)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.calls.append(("alone", 1))
+        return self.inner.encode_ordinary(text)
+
+
+def test_texts_without_added_tokens_share_one_tiktoken_call_and_the_others_go_alone(tok, monkeypatch):
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)  # one thread, one encoding
+    twin = fast_bpe(tok)
+    counting = twin._idle_encodings[0] = CountingEncoding(twin._idle_encodings[0])
+    too_long = "ab " * (fast_bpe_module.MAX_TWIN_CHARS // 3 + 1)
+    texts = ["plain one", "text <|im_end|> more", "plain two", "\x00nul", "cafe\u0301", "", too_long, "x <think>"]
+    assert_same_ids(tok, twin, texts)
+    # four share a call (the NFC one normalized first); the added tokens' texts go by their pieces around the token
+    # (2 + 2, the last one empty), the separator's alone, the one past the regex engine's reach to the tokenizer
+    assert counting.calls == [("joined", 4)] + [("alone", 1)] * 5
+
+
 def test_a_text_past_the_regex_engines_reach_is_tokenized_by_the_tokenizer(tok, twin):
     """tiktoken's regex engine gives up (and tiktoken panics) on a run of ~1M blanks."""
     assert_same_ids(tok, twin, [" " * 1_000_001 + "a"])
