@@ -109,9 +109,6 @@ class FastBpe:
         self._stable = re.compile(f"[{NFC_STABLE}]*")
         self._added = added  # content -> id; None: a special token matched and left as text
         self._split = re.compile("|".join(re.escape(token) for token in sorted(added, key=len, reverse=True)) or "(?!)")
-        # a text holding none of these holds no added token and no separator (a Qwen3 prompt body holds '<' in
-        # '<Query>', not '<|', '<t' or '</')
-        self._openings = frozenset(token[:2] for token in added) | {SEPARATOR}
         self._tok = tokenizer
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
@@ -123,9 +120,9 @@ class FastBpe:
 
     def _encode_all(self, texts: list[str]) -> list[list[int]]:
         encoding = self._encoding()
-        joinable = {index: text for index, text in enumerate(map(self._joinable, texts)) if text is not None}
-        joined = dict(zip(joinable, self._encode_joined(list(joinable.values()), encoding)))
-        return [joined[index] if index in joined else self._encode(text, encoding) for index, text in enumerate(texts)]
+        prepared = [self._joinable(text) for text in texts]
+        joined = iter(self._encode_joined([text for text in prepared if text is not None], encoding))
+        return [self._encode(text, encoding) if ready is None else next(joined) for text, ready in zip(texts, prepared)]
 
     def _encoding(self) -> Any:
         encoding = getattr(self._local, "encoding", None)
@@ -139,7 +136,7 @@ class FastBpe:
 
     def _joinable(self, text: str) -> str | None:
         """The text as tiktoken must see it (normalized) if it can share a call with others, else None."""
-        if len(text) > MAX_TWIN_CHARS or any(opening in text for opening in self._openings):
+        if len(text) > MAX_TWIN_CHARS or SEPARATOR in text or self._split.search(text):
             return None
         return self._normalized(text)  # NFC makes no separator of other characters
 
@@ -173,8 +170,7 @@ class FastBpe:
         return encoding.encode_ordinary(self._normalized(text))
 
     def _normalized(self, text: str) -> str:
-        # ASCII is NFC in every Unicode version: the common case skips the regex
-        if self._normalizer is None or text.isascii() or self._stable.fullmatch(text):
+        if self._normalizer is None or self._stable.fullmatch(text):
             return text
         return self._normalizer.normalize_str(text)
 
