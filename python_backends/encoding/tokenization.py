@@ -2,12 +2,12 @@
 fit `max_model_len`; each family's own encoder (python_backends/families) says how a pair is laid out.
 
 Works on the Rust `tokenizers` backend directly (python_backends.checkpoint_files builds it from the checkpoint's
-tokenizer.json as transformers' AutoTokenizer does, without importing transformers): it batches the documents,
-truncates an encoding in place and applies the model's own special-token template (`post_process`). An encoder that
-reads its documents' ids alone (Qwen3's) tokenizes them on the tokenizer's tiktoken twin where one gives the same ids
-for every text (python_backends.encoding.fast_bpe: ~1/5 of the time). A document that does not fit is cut (the
-query, the template and its suffix stay whole) or, in window mode (`window_overlap` set), split into overlapping
-windows that are scored separately; the engine keeps the best window's score per document.
+tokenizer.json as transformers' AutoTokenizer does, without importing transformers): it batches the documents and
+reads each one's ids once; a family lays its sequences out from ids by the model's own special-token template, read
+once from the tokenizer (`post_process`). Qwen3's encoder tokenizes its documents on the tokenizer's tiktoken twin
+where one gives the same ids for every text (python_backends.encoding.fast_bpe: ~1/5 of the time). A document that
+does not fit is cut (the query, the template and its suffix stay whole) or, in window mode (`window_overlap` set),
+split into overlapping windows that are scored separately; the engine keeps the best window's score per document.
 
 Work is bounded before it is spent: a document is tokenized only as far as its token budget can use (the text is
 cut to a safe multiple of the budget in characters first, then tokenized; see `BoundedTokenizer`), so a 64 KB
@@ -55,10 +55,7 @@ class EncodedRequest:
         self.lengths = [len(ids) for ids in self.token_ids]
 
 
-Piece = TypeVar("Piece")  # one sequence as a family builds it: token ids, or a tokenizers Encoding
-
-
-def flatten_documents(documents: list[tuple[list[Piece], bool]]) -> tuple[list[Piece], list[int], int]:
+def flatten_documents(documents: list[tuple[list[list[int]], bool]]) -> tuple[list[list[int]], list[int], int]:
     """Each document's sequences and whether it did not fit whole -> all sequences in order, the document each
     belongs to, and how many documents did not fit whole (EncodedRequest's truncated)."""
     sequences, owners = [], []
@@ -100,22 +97,8 @@ class LongDocuments:
         reach = sys.maxsize if self.max_windows is None else budget + (self.max_windows - 1) * self._step(budget)
         return reach if cap is None else min(reach, cap)
 
-    def fit(self, encoding: Encoding, budget: int, cap: int | None = None) -> tuple[list[Encoding], bool]:
-        """The encoding(s) to score for one document, and whether it had to be cut or split."""
-        span = self.span(budget, cap)
-        cut = len(encoding) > span
-        if cut:
-            encoding.truncate(span)
-        if len(encoding) <= budget:
-            return [encoding], cut
-        if self.window_overlap is None:
-            encoding.truncate(budget)
-            return [encoding], True
-        encoding.truncate(budget, stride=budget - self._step(budget))
-        return [encoding, *encoding.overflowing], True
-
-    def fit_ids(self, ids: list[int], budget: int, cap: int | None = None) -> tuple[list[list[int]], bool]:
-        """The same on a plain id list (the Qwen3 body, whose head is kept outside the windows)."""
+    def fit(self, ids: list[int], budget: int, cap: int | None = None) -> tuple[list[list[int]], bool]:
+        """The id list(s) to score for one document, and whether it had to be cut or split."""
         span = self.span(budget, cap)
         cut = len(ids) > span
         ids = ids[:span]
@@ -137,6 +120,13 @@ def encodings_of(tokenizer: Tokenizer) -> Callable[[list[str]], list[Encoding]]:
     return functools.partial(tokenizer.encode_batch_fast, add_special_tokens=False)
 
 
+def ids_of(tokenizer: Tokenizer) -> Callable[[list[str]], list[list[int]]]:
+    """The batch tokenizer of `tokenizer`: each text's ids, without special tokens. The families lay their sequences
+    out from ids, read once: an Encoding builds a new list at every read of its ids."""
+    encodings = encodings_of(tokenizer)
+    return lambda texts: [encoding.ids for encoding in encodings(texts)]
+
+
 class BoundedTokenizer(Generic[Tokens]):
     """Tokenize texts only as far as `keep` tokens of each can be used, reading at most
     `(keep + MARGIN) * MAX_CHARS_PER_TOKEN` characters of each.
@@ -147,8 +137,8 @@ class BoundedTokenizer(Generic[Tokens]):
     whitespace, very long words) the limit grows 4x and only those texts are tokenized again, up to
     MAX_CHARS_PER_TOKEN characters a token: text with fewer tokens than that (a 120-letter word is one unknown token)
     is scored on its first characters (after leading blanks), so the time per admitted token stays bounded (tokenizing
-    costs by characters). `encode_batch` tokenizes a list of texts without special tokens: `encodings_of(tokenizer)`,
-    or a tiktoken twin's ids (python_backends.encoding.fast_bpe).
+    costs by characters). `encode_batch` tokenizes a list of texts without special tokens: `ids_of(tokenizer)`, or a
+    tiktoken twin's ids (python_backends.encoding.fast_bpe).
     """
 
     CHARS_PER_TOKEN = 6  # English averages ~4-5 characters a token (MiniLM, Qwen3): one cut serves most text
@@ -211,7 +201,7 @@ class EncoderBase:
     def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
         self._tok = served_tokenizer(model)  # a private copy: encoders truncate its encodings
         self._specials_ids = _special_ids(self._tok)
-        self._bounded = BoundedTokenizer(encodings_of(self._tok))
+        self._bounded = BoundedTokenizer(ids_of(self._tok))
         self._max_len = max_model_len
         self._long = long_documents or LongDocuments()  # default: cut
 
@@ -227,12 +217,12 @@ class EncoderBase:
         check_not_empty("QUERY", encoding.ids, self._specials_ids)
         return encoding
 
-    def _documents(self, documents: list[str], budget: int, cap: int | None) -> list[tuple[list[Encoding], bool]]:
-        """Each document's encoding(s) to score and whether it was cut, split or read only in part."""
-        encodings, partial = self._bounded.encode_batch(documents, self._long.span(budget, cap))
+    def _documents(self, documents: list[str], budget: int, cap: int | None) -> list[tuple[list[list[int]], bool]]:
+        """Each document's id list(s) to score and whether it was cut, split or read only in part."""
+        tokens, partial = self._bounded.encode_batch(documents, self._long.span(budget, cap))
         fitted = []
-        for index, (encoding, shortened) in enumerate(zip(encodings, partial)):
-            check_not_empty(f"DOCUMENTS[{index}]", encoding.ids, self._specials_ids)
-            pieces, cut = self._long.fit(encoding, budget, cap)
+        for index, (ids, shortened) in enumerate(zip(tokens, partial)):
+            check_not_empty(f"DOCUMENTS[{index}]", ids, self._specials_ids)
+            pieces, cut = self._long.fit(ids, budget, cap)
             fitted.append((pieces, cut or shortened))
         return fitted

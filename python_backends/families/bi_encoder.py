@@ -3,19 +3,53 @@ each document's embedding with the query's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer
 
-from ..encoding.tokenization import EncodedRequest, EncoderBase, flatten_documents, query_budget_error
+from ..encoding.tokenization import EncodedRequest, EncoderBase, LongDocuments, flatten_documents, query_budget_error
 from .base import Checkpoint, ModelFamily, ScoreKind, UnsupportedModelError, as_float32
+
+
+@dataclass(frozen=True)
+class SingleTemplate:
+    """The tokenizer's single-text template as ids around the text, `head` text `tail` (`[CLS] text [SEP]`), read once
+    from its own `post_process`, as a cross-encoder's pair template is (PairTemplate): laid out by list concatenation,
+    not by a merged Encoding for each document."""
+
+    head: list[int]
+    tail: list[int]
+
+    PROBES = ("a", "a text of a few words")  # the second checks the first's reading
+
+    @classmethod
+    def of(cls, tokenizer: Tokenizer) -> "SingleTemplate":
+        probe, check = (tokenizer.encode(text, add_special_tokens=False) for text in cls.PROBES)
+        laid_out = tokenizer.post_process(probe, add_special_tokens=True)
+        at = laid_out.special_tokens_mask.index(0)
+        template = cls(laid_out.ids[:at], laid_out.ids[at + len(probe.ids):])
+        expected = tokenizer.post_process(check, add_special_tokens=True)
+        if template.ids(check.ids) != expected.ids:
+            raise UnsupportedModelError(
+                f"the tokenizer's single-text template is not 'specials, text, specials': {' '.join(expected.tokens)}"
+            )
+        return template
+
+    def ids(self, text: list[int]) -> list[int]:
+        return self.head + text + self.tail
 
 
 class BiEncoderTexts(EncoderBase):
     """The query once, then each document, each with the model's single-sequence specials."""
 
+    def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
+        super().__init__(model, max_model_len, long_documents)
+        self._template = SingleTemplate.of(self._tok)
+
     def _doc_budget(self) -> int:
-        return self._max_len - self._tok.num_special_tokens_to_add(is_pair=False)
+        return self._max_len - len(self._template.head) - len(self._template.tail)
 
     def encode(
         self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
@@ -24,14 +58,9 @@ class BiEncoderTexts(EncoderBase):
         query_enc = self._encode_query(query)
         if len(query_enc.ids) > budget:
             raise query_budget_error(len(query_enc.ids), budget)
-        texts, owners, truncated = flatten_documents(
-            [
-                ([self._tok.post_process(piece, add_special_tokens=True).ids for piece in pieces], cut)
-                for pieces, cut in self._documents(documents, budget, max_tokens_per_doc)
-            ]
-        )
-        query_ids = self._tok.post_process(query_enc, add_special_tokens=True).ids
-        return EncodedRequest([query_ids, *texts], [-1, *owners], None, truncated)
+        texts, owners, truncated = flatten_documents(self._documents(documents, budget, max_tokens_per_doc))
+        sequences = [self._template.ids(ids) for ids in (query_enc.ids, *texts)]
+        return EncodedRequest(sequences, [-1, *owners], None, truncated)
 
 
 def cosine_to_first(embeddings: np.ndarray) -> np.ndarray:

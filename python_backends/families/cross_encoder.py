@@ -31,7 +31,8 @@ class PairTemplate:
         (query, document), check = (cls._probe(tokenizer, *texts) for texts in cls.PROBES)
         template = cls._read(query.ids, document.ids, tokenizer.post_process(query, document, add_special_tokens=True))
         expected = tokenizer.post_process(*check, add_special_tokens=True)
-        if template.pair(check[0].ids, check[1].ids) != (expected.ids, expected.type_ids):
+        texts = [text.ids for text in check]
+        if (template.ids(*texts), template.token_types(*map(len, texts))) != (expected.ids, expected.type_ids):
             layout = " ".join(expected.tokens)
             raise UnsupportedModelError(
                 f"the tokenizer's pair template is not 'specials, query, specials, document, specials': {layout}"
@@ -58,13 +59,22 @@ class PairTemplate:
         """Tokens the template adds to a pair."""
         return len(self.head) + len(self.middle) + len(self.tail)
 
-    def pair(self, query: list[int], document: list[int]) -> tuple[list[int], list[int]]:
-        """The pair's ids and token types."""
-        parts = (self.head, query, self.middle, document, self.tail)
+    def ids(self, query: list[int], document: list[int]) -> list[int]:
+        """The pair's ids."""
+        return self.head + query + self.middle + document + self.tail
+
+    @property
+    def typed(self) -> bool:
+        """Does any part have a type other than 0? XLM-R's template does not: its pairs need no types (the engine's
+        zeros stand), which spares a request a list per pair and their flattening."""
+        return any(self.types)
+
+    def token_types(self, query: int, document: int) -> list[int]:
+        """The token types of a pair of `query` and `document` tokens."""
         types: list[int] = []
-        for part, kind in zip(parts, self.types):
-            types += [kind] * len(part)
-        return self.head + query + self.middle + document + self.tail, types
+        for kind, length in zip(self.types, (len(self.head), query, len(self.middle), document, len(self.tail))):
+            types += [kind] * length
+        return types
 
 
 class CrossEncoderPairs(EncoderBase):
@@ -86,13 +96,11 @@ class CrossEncoderPairs(EncoderBase):
         if budget < 1:
             raise query_budget_error(len(query_enc.ids) + self._specials, self._max_len)
         query_ids = query_enc.ids
-        pairs, owners, truncated = flatten_documents(
-            [
-                ([self._template.pair(query_ids, piece.ids) for piece in pieces], cut)
-                for pieces, cut in self._documents(documents, budget, max_tokens_per_doc)
-            ]
-        )
-        return EncodedRequest([ids for ids, _ in pairs], owners, [types for _, types in pairs], truncated)
+        documents_ids, owners, truncated = flatten_documents(self._documents(documents, budget, max_tokens_per_doc))
+        ids = [self._template.ids(query_ids, document) for document in documents_ids]
+        types = [self._template.token_types(len(query_ids), len(document)) for document in documents_ids] \
+            if self._template.typed else None
+        return EncodedRequest(ids, owners, types, truncated)
 
 
 class CrossEncoder(ModelFamily):

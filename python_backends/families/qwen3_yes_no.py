@@ -15,7 +15,6 @@ from ..encoding.tokenization import (
     EncodedRequest,
     EncoderBase,
     LongDocuments,
-    encodings_of,
     flatten_documents,
     check_not_empty,
     query_budget_error,
@@ -64,8 +63,9 @@ class Qwen3YesNoPrompts(EncoderBase):
 
     def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
         super().__init__(model, max_model_len, long_documents)
-        twin, hf = fast_bpe(self._tok), encodings_of(self._tok)
-        self._bounded = BoundedTokenizer(twin.encode_batch if twin else lambda texts: [e.ids for e in hf(texts)])
+        twin = fast_bpe(self._tok)
+        if twin:
+            self._bounded = BoundedTokenizer(twin.encode_batch)
         self._prefix = self._tok.encode(QWEN3_PREFIX, add_special_tokens=False).ids
         self._suffix = self._tok.encode(QWEN3_SUFFIX, add_special_tokens=False).ids
 
@@ -92,7 +92,7 @@ class Qwen3YesNoPrompts(EncoderBase):
             head, document = body_ids[:head_length], body_ids[head_length:]
             check_not_empty(f"DOCUMENTS[{index}]", document, self._specials_ids)
             # Only the document is cut or windowed: the head stays whole in every sequence.
-            pieces, cut = self._long.fit_ids(document, budget - head_length, max_tokens_per_doc)
+            pieces, cut = self._long.fit(document, budget - head_length, max_tokens_per_doc)
             prompts.append(([self._prefix + head + piece + self._suffix for piece in pieces], cut or shortened))
         ids, owners, truncated = flatten_documents(prompts)
         return EncodedRequest(ids, owners, None, truncated)
@@ -105,6 +105,8 @@ def shared_prefix(body_ids: list[int], head_ids: list[int]) -> int:
     length = len(head_ids)
     if body_ids[:length] == head_ids:
         return length
+    if body_ids[:length - 1] == head_ids[:-1]:  # the joined space, as with most documents: compared in C, not a loop
+        return length - 1
     return next(i for i, (ours, theirs) in enumerate(zip(body_ids, head_ids)) if ours != theirs)
 
 

@@ -134,10 +134,10 @@ def test_max_tokens_per_doc_above_the_model_budget_changes_nothing(paths):
 
 
 def test_window_mode_is_bounded_by_max_windows_and_the_cap():
-    windows, cut = LongDocuments(window_overlap=2, max_windows=2).fit_ids(list(range(10)), 4)
+    windows, cut = LongDocuments(window_overlap=2, max_windows=2).fit(list(range(10)), 4)
     assert (windows, cut) == ([[0, 1, 2, 3], [2, 3, 4, 5]], True)
     assert LongDocuments(window_overlap=2, max_windows=2).span(4) == 6
-    windows, cut = LongDocuments(window_overlap=2).fit_ids(list(range(10)), 4, cap=5)
+    windows, cut = LongDocuments(window_overlap=2).fit(list(range(10)), 4, cap=5)
     assert (windows, cut) == ([[0, 1, 2, 3], [2, 3, 4]], True)
     assert LongDocuments().span(4, cap=100) == 4
 

@@ -14,7 +14,9 @@ from tokenizers import Tokenizer
 
 from benchmarks import qwen3_tokenizer
 from python_backends.checkpoint_files import served_tokenizer
-from python_backends.families.qwen3_yes_no import QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt
+from python_backends.families.qwen3_yes_no import (
+    QWEN3_PREFIX, QWEN3_SUFFIX, Qwen3YesNoPrompts, qwen3_reranker_prompt, shared_prefix,
+)
 from python_backends.encoding.tokenization import EmptyTextError, LongDocuments
 from tests.support.tokenizer_parity import assert_tokenizes_as
 
@@ -144,6 +146,14 @@ def test_a_one_token_document_is_one_token_after_the_head(encoder, tok):
         (sequence,) = encoder.encode(QUERY, [document], None).token_ids
         # the head's closing space (220) is part of the document's token
         assert sequence == head[:-1] + [tok.token_to_id(token.replace(" ", "Ġ"))] + SUFFIX_IDS
+
+
+def test_shared_prefix_is_where_the_document_starts_in_the_body():
+    head = [10, 11, 220]
+    assert shared_prefix([10, 11, 220, 5, 6], head) == 3  # a digit: the head's closing space stays its own token
+    assert shared_prefix([10, 11, 4567, 6], head) == 2  # a letter: the space joined the document's first word
+    assert shared_prefix([10, 99, 4567], head) == 1  # anything else: the first token that differs
+    assert shared_prefix([10, 11], head) == 2  # no document tokens at all: the encoder's empty-document check follows
 
 
 def _head_length(card_tokenizer, body_ids: list[int], head_text: str) -> int:

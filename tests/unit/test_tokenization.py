@@ -96,6 +96,8 @@ def test_pairs_equal_transformers_pair_encoding(tiny, model, doc_words):
     assert encoded.token_ids == [e["input_ids"] for e in expected]
     if "token_type_ids" in expected[0]:
         assert encoded.token_type_ids == [e["token_type_ids"] for e in expected]
+    else:  # XLM-R: every part of its pair is of type 0, left to the engine's zeros
+        assert encoded.token_type_ids is None
     assert encoded.lengths == [len(e["input_ids"]) for e in expected]
     assert max(encoded.lengths) <= MAX_LEN
     full = [len(hf(QUERY, doc)["input_ids"]) for doc in docs]
@@ -112,6 +114,7 @@ def test_pair_template_is_read_from_the_tokenizers_post_processor(tiny, model, h
     assert [[tokenizer.id_to_token(i) for i in part] for part in (template.head, template.middle, template.tail)] == [
         head, middle, tail]
     assert template.types == types
+    assert template.typed == any(types)
 
 
 def test_a_pair_template_that_puts_the_document_first_is_refused(tiny):
@@ -272,11 +275,11 @@ def test_window_mode_covers_a_long_document_with_overlapping_windows(tiny, minil
 
 
 def test_windows_overlap_by_the_configured_tokens():
-    windows, cut = LongDocuments(window_overlap=2).fit_ids(list(range(10)), 4)
+    windows, cut = LongDocuments(window_overlap=2).fit(list(range(10)), 4)
     assert cut
     assert windows == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7], [6, 7, 8, 9]]
-    assert LongDocuments().fit_ids(list(range(10)), 4) == ([[0, 1, 2, 3]], True)
-    assert LongDocuments(window_overlap=2).fit_ids([1, 2], 4) == ([[1, 2]], False)
+    assert LongDocuments().fit(list(range(10)), 4) == ([[0, 1, 2, 3]], True)
+    assert LongDocuments(window_overlap=2).fit([1, 2], 4) == ([[1, 2]], False)
 
 
 # --- text the vocabulary lacks -------------------------------------------------------------------------------
