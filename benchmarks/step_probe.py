@@ -6,8 +6,10 @@ it), it wraps, as their modules are imported: `AsyncLLM._add_request` (a sequenc
 of a step), `EngineCore.step` (the step's wall and CPU time) and `OutputProcessor.process_outputs` (answers back in
 the front end), the engine step's `AsyncEngine.submit` (Triton's thread hands a request over) and `._run` (the
 request on the engine step's event loop, to its scores), and the preprocess step's `Preprocessor.run`, `.encode`
-and `BoundedTokenizer.encode_batch` (its documents' tokenization). Records are JSON lines in $STEP_PROBE_DIR/<pid>.jsonl, written every 10 s and at exit;
-`benchmarks/step_report.py` turns them into each request's timeline. The same probe runs in the Triton engine
+and `BoundedTokenizer.encode_batch` (its documents' tokenization). Records are JSON lines in
+$STEP_PROBE_DIR/<pid>.jsonl, written every 2 s and at exit (an engine core stopped with its server never reaches its
+exit handlers: written every 10 s, a server's last level of steps was lost); `benchmarks/step_report.py` turns them
+into each request's timeline. The same probe runs in the Triton engine
 step's processes and the direct engine's, so what it costs is paid on both sides. Only for measuring.
 """
 
@@ -23,7 +25,7 @@ import threading
 import time
 
 DIR = os.environ.get("STEP_PROBE_DIR", "/tmp/step_probe")
-FLUSH_S = 10.0
+FLUSH_S = 2.0
 _records: list[dict] = []
 _lock = threading.Lock()
 _state = {"pid": os.getpid(), "flushed": time.time()}

@@ -12,7 +12,9 @@ step's stub, the direct engine's benchmark child), the requests answered alone (
 
 and per preprocess process, the medians of a request's `run` (parse and encode), `encode` and `tokenize` (the
 documents' batch tokenization, summed over its rounds), in ms: what of the step's time from `execute` to its answer
-is its own code, the rest being Triton's and the response's.
+is its own code, the rest being Triton's and the response's. Per engine core, its full steps (a whole
+`max_num_batched_tokens` of tokens, the steps of a saturated level): their wall and CPU time, the same work in both
+systems, so what a level's rate owes to the step itself rather than to how requests reach it.
 
     python -m benchmarks.step_report /tmp/step_probe [--min-sequences 32]
 """
@@ -20,6 +22,7 @@ is its own code, the rest being Triton's and the response's.
 from __future__ import annotations
 
 import argparse
+import bisect
 import glob
 import json
 import os
@@ -29,6 +32,8 @@ from loadtest.closed_loop import percentile
 
 FIELDS = ("submit", "nsteps", "step_ms", "last_step", "back", "total")
 STEP_FIELDS = ("hop", "before", "after")
+MIN_FULL_STEPS = 5
+FULL_SHARE = 0.95
 
 
 def load(folder: str) -> dict[int, list[dict]]:
@@ -96,6 +101,29 @@ def preprocess_rows(records: list[dict]) -> dict[str, list[float]]:
     return rows
 
 
+def full_steps(records: list[dict]) -> dict[str, list[float]] | None:
+    """Wall and CPU ms of an engine core's steps that scheduled at least FULL_SHARE of its largest token count (its
+    step budget; an encoder's steps hold whole sequences, so they end short of it), when there are at least
+    MIN_FULL_STEPS of them."""
+    scheds = sorted((r for r in records if r["ev"] == "sched"), key=lambda r: r["t0"])
+    starts = [r["t0"] for r in scheds]
+    paired = []
+    for step in (r for r in records if r["ev"] == "step"):
+        at = bisect.bisect_left(starts, step["t0"])  # the step's own schedule() runs inside it
+        if at < len(scheds) and scheds[at]["t0"] <= step["t1"]:
+            paired.append((scheds[at]["ntok"], step))
+    budget = max((tokens for tokens, _ in paired), default=0)
+    full = [step for tokens, step in paired if tokens >= FULL_SHARE * budget]
+    if not budget or len(full) < MIN_FULL_STEPS:
+        return None
+    return {"tokens": [budget], "wall": [(s["t1"] - s["t0"]) * 1e3 for s in full], "cpu": [s["cpu_ms"] for s in full]}
+
+
+def _medians(values: dict[str, list[float]]) -> str:
+    return ", ".join(f"{name} {percentile(sorted(v), 50):.2f} ({percentile(sorted(v), 10):.2f}, "
+                     f"{percentile(sorted(v), 90):.2f})" for name, v in values.items())
+
+
 def report(folder: str, min_sequences: int) -> str:
     processes = load(folder)
     core_of = {r["rid"]: (pid, r["t"]) for pid, records in processes.items() for r in records
@@ -104,9 +132,12 @@ def report(folder: str, min_sequences: int) -> str:
     for pid, records in sorted(processes.items()):
         pre = preprocess_rows(records)
         if pre["run"]:
-            medians = (f"{name} {percentile(sorted(v), 50):.2f} ({percentile(sorted(v), 10):.2f}, "
-                       f"{percentile(sorted(v), 90):.2f})" for name, v in pre.items())
-            out.append(f"preprocess {pid}: {len(pre['run'])} requests; ms, median (p10, p90): " + ", ".join(medians))
+            out.append(f"preprocess {pid}: {len(pre['run'])} requests; ms, median (p10, p90): " + _medians(pre))
+        full = full_steps(records)
+        if full:
+            tokens = full.pop("tokens")[0]
+            out.append(f"engine core {pid}: {len(full['wall'])} full steps (of up to {tokens} tokens); "
+                       "ms, median (p10, p90): " + _medians(full))
         rows = request_rows(records, core_of, processes, min_sequences)
         if not rows:
             continue
