@@ -199,7 +199,7 @@ class EncoderBase:
     takes_instruction = False  # does the family's prompt have a place for INSTRUCTION?
 
     def __init__(self, model: str, max_model_len: int, long_documents: LongDocuments | None = None) -> None:
-        self._tok = served_tokenizer(model)  # a private copy: encoders truncate its encodings
+        self._tok = served_tokenizer(model)  # an instance of its own, built from the checkpoint's files
         self._specials_ids = _special_ids(self._tok)
         self._bounded = BoundedTokenizer(ids_of(self._tok))
         self._max_len = max_model_len
