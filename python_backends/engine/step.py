@@ -197,15 +197,18 @@ class AsyncEngine:
             span.set_attribute("sequences", len(ids))
         rank = priority(batch.tokens) if self._by_priority else 0
         tasks: list[asyncio.Future] = []  # every sequence handed to vLLM so far: what the watcher cancels
+        names: list[str] = []  # their request ids in vLLM
         watcher = asyncio.ensure_future(self._abort_when(deadline, tasks))
         pooled: list[Any] = []
         try:
             for number, window in enumerate(self._windows(batch)):
                 deadline.check()  # passed, or the client left, while it waited for room or for the last window
+                window_names = sequence_ids(request_id, number, window)
                 handed = [asyncio.ensure_future(self._pool(self._tokens_prompt(prompt_token_ids=ids[n].tolist()),
                                                            self.score_kind.params(types[n]), name, rank))
-                          for n, name in zip(window, sequence_ids(request_id, number, window))]
+                          for n, name in zip(window, window_names)]
                 tasks.extend(handed)
+                names.extend(window_names)
                 if span is not None:
                     span.add_event("handed over", {"sequences": len(window)})
                 pooled.extend(await asyncio.gather(*handed))
@@ -214,6 +217,7 @@ class AsyncEngine:
                 task.cancel()  # encode() aborts its request in vLLM (AsyncLLM.abort) when cancelled
             if not self.alive:
                 raise EngineDead(f"the vLLM engine died: {self.llm.dead_error}") from None
+            await self._abort_all(tasks, names)
             if watcher.done() and not watcher.cancelled():
                 # why the watcher cancelled the sequences, raised afresh (a deadline that passed stays passed, a
                 # client gone stays gone, a drain that ran out stays out): raising the watcher's own exception would
@@ -236,6 +240,15 @@ class AsyncEngine:
         if batch.tokens <= self.budget.limit:
             return [range(len(batch.lengths))]
         return batch.windows(self._step_tokens // OVERSIZED_IN_FLIGHT)
+
+    async def _abort_all(self, tasks: list[asyncio.Future], names: list[str]) -> None:
+        """Once the cancelled sequences have ended, abort every one of them in vLLM by its id: the request fails only
+        once vLLM holds none of it (its reply reports what vLLM holds as it answers). encode() aborts only a request
+        that vLLM's add_request has returned; one cancelled inside it, while its send to the engine core waited, is
+        left registered in vLLM's front end for good (vLLM 0.26-0.32 guard only n > 1 sampling against that).
+        Aborting an id vLLM no longer holds does nothing."""
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.llm.abort(names)
 
     async def _pool(self, prompt: Any, params: Any, request_id: str, rank: int) -> Any:
         final = None

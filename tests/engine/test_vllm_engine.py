@@ -6,6 +6,7 @@ Requests go through `AsyncEngine.submit`, exactly as `rerank_engine`'s execute h
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import stat
 import time
@@ -361,9 +362,29 @@ class TestMiniLMBiEncoder:
             gc.enable()
         assert message == "the request's timeout passed in rerank_engine (500 ms); its work was aborted"
         assert seconds < 0.5 + 2 * CANCEL_POLL_S
-        assert wait_until(lambda: scorer.unfinished_sequences == 0, 2.0)  # vLLM's own count: nothing left running
+        # vLLM's own count, as the reply reports it: the request fails once vLLM holds none of its sequences
+        assert scorer.unfinished_sequences == 0
         assert scorer.budget.used == 0
         score(scorer, make_batch(scorer, pre, "capital of France", ["Paris is in France."]))  # still serving
+
+    def test_a_sequence_cancelled_while_vllm_sends_it_is_aborted_too(self, scorer, pre, monkeypatch):
+        """vLLM registers a sequence in its front end before it sends it to the engine core, and encode() aborts
+        only what add_request returned: a sequence whose send still waits when the deadline passes was left held in
+        vLLM for good."""
+        send, calls = scorer.llm.engine_core.add_request_async, []
+
+        async def full_input_socket(request):
+            calls.append(request.request_id)
+            if len(calls) == 3:
+                await asyncio.sleep(60)  # this send waits
+            return await send(request)
+        monkeypatch.setattr(scorer.llm.engine_core, "add_request_async", full_input_socket)
+        batch = make_batch(scorer, pre, "capital of France", ["Paris is in France.", "Cats sleep.", "Rome is old."])
+        with pytest.raises(DeadlineExceeded):
+            scorer.submit(batch, Deadline(timeout_s=0.5)).result(timeout=30)
+        assert len(calls) == 4  # the query row and the three documents were handed over
+        assert scorer.unfinished_sequences == 0  # the request fails once vLLM holds none of its sequences
+        assert scorer.budget.used == 0
 
     def test_concurrent_requests(self, scorer, pre):
         # N + 1 sequences per request: the query row must not leak into the next request
