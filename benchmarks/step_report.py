@@ -101,10 +101,10 @@ def preprocess_rows(records: list[dict]) -> dict[str, list[float]]:
     return rows
 
 
-def full_steps(records: list[dict]) -> dict[str, list[float]] | None:
-    """Wall and CPU ms of an engine core's steps that scheduled at least FULL_SHARE of its largest token count (its
-    step budget; an encoder's steps hold whole sequences, so they end short of it), when there are at least
-    MIN_FULL_STEPS of them."""
+def full_steps(records: list[dict]) -> tuple[int, dict[str, list[float]]] | None:
+    """An engine core's step budget (its largest token count in a step) and the wall and CPU ms of its steps that
+    scheduled at least FULL_SHARE of it (an encoder's steps hold whole sequences, so they end short of it), when
+    there are at least MIN_FULL_STEPS of them."""
     scheds = sorted((r for r in records if r["ev"] == "sched"), key=lambda r: r["t0"])
     starts = [r["t0"] for r in scheds]
     paired = []
@@ -116,7 +116,7 @@ def full_steps(records: list[dict]) -> dict[str, list[float]] | None:
     full = [step for tokens, step in paired if tokens >= FULL_SHARE * budget]
     if not budget or len(full) < MIN_FULL_STEPS:
         return None
-    return {"tokens": [budget], "wall": [(s["t1"] - s["t0"]) * 1e3 for s in full], "cpu": [s["cpu_ms"] for s in full]}
+    return budget, {"wall": [(s["t1"] - s["t0"]) * 1e3 for s in full], "cpu": [s["cpu_ms"] for s in full]}
 
 
 def _medians(values: dict[str, list[float]]) -> str:
@@ -135,7 +135,7 @@ def report(folder: str, min_sequences: int) -> str:
             out.append(f"preprocess {pid}: {len(pre['run'])} requests; ms, median (p10, p90): " + _medians(pre))
         full = full_steps(records)
         if full:
-            tokens = full.pop("tokens")[0]
+            tokens, full = full
             out.append(f"engine core {pid}: {len(full['wall'])} full steps (of up to {tokens} tokens); "
                        "ms, median (p10, p90): " + _medians(full))
         rows = request_rows(records, core_of, processes, min_sequences)

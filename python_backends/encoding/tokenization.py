@@ -212,10 +212,10 @@ class EncoderBase:
     def document_span(self, max_tokens_per_doc: int | None = None) -> int:
         return self._long.span(self._doc_budget(), max_tokens_per_doc)
 
-    def _encode_query(self, query: str) -> Encoding:
-        encoding = self._tok.encode(query, add_special_tokens=False)
-        check_not_empty("QUERY", encoding.ids, self._specials_ids)
-        return encoding
+    def _encode_query(self, query: str) -> list[int]:
+        ids = self._tok.encode(query, add_special_tokens=False).ids
+        check_not_empty("QUERY", ids, self._specials_ids)
+        return ids
 
     def _documents(self, documents: list[str], budget: int, cap: int | None) -> list[tuple[list[list[int]], bool]]:
         """Each document's id list(s) to score and whether it was cut, split or read only in part."""

@@ -55,11 +55,11 @@ class BiEncoderTexts(EncoderBase):
         self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
     ) -> EncodedRequest:
         budget = self._doc_budget()
-        query_enc = self._encode_query(query)
-        if len(query_enc.ids) > budget:
-            raise query_budget_error(len(query_enc.ids), budget)
+        query_ids = self._encode_query(query)
+        if len(query_ids) > budget:
+            raise query_budget_error(len(query_ids), budget)
         texts, owners, truncated = flatten_documents(self._documents(documents, budget, max_tokens_per_doc))
-        sequences = [self._template.ids(ids) for ids in (query_enc.ids, *texts)]
+        sequences = [self._template.ids(ids) for ids in (query_ids, *texts)]
         return EncodedRequest(sequences, [-1, *owners], None, truncated)
 
 

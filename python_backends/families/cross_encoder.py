@@ -91,11 +91,10 @@ class CrossEncoderPairs(EncoderBase):
     def encode(
         self, query: str, documents: list[str], instruction: str | None, max_tokens_per_doc: int | None = None
     ) -> EncodedRequest:
-        query_enc = self._encode_query(query)
-        budget = self._max_len - self._specials - len(query_enc.ids)
+        query_ids = self._encode_query(query)
+        budget = self._max_len - self._specials - len(query_ids)
         if budget < 1:
-            raise query_budget_error(len(query_enc.ids) + self._specials, self._max_len)
-        query_ids = query_enc.ids
+            raise query_budget_error(len(query_ids) + self._specials, self._max_len)
         documents_ids, owners, truncated = flatten_documents(self._documents(documents, budget, max_tokens_per_doc))
         ids = [self._template.ids(query_ids, document) for document in documents_ids]
         types = [self._template.token_types(len(query_ids), len(document)) for document in documents_ids] \

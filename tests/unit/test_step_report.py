@@ -15,8 +15,8 @@ def test_full_steps_are_those_of_the_largest_token_count():
     records = [rec for n in range(6) for rec in step(n, 10 + n, 65536, 4 + n)]
     records += step(7, 9, 62500, 3)  # an encoder's step of whole sequences, short of the budget: full
     records += step(10, 99, 1000, 50) + step(11, 0.2, 0, 0.1)  # a partial step and an empty one: not counted
-    full = full_steps(records)
-    assert full["tokens"] == [65536] and full["cpu"] == [4 + n for n in range(6)] + [3]
+    tokens, full = full_steps(records)
+    assert tokens == 65536 and full["cpu"] == [4 + n for n in range(6)] + [3]
     assert [round(ms, 6) for ms in full["wall"]] == [10 + n for n in range(6)] + [9]
 
 
