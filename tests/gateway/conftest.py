@@ -44,8 +44,8 @@ def _run(command: list[str], timeout: float) -> None:
 def sdk_python() -> Path:
     """build/sdk-venv's python, made from requirements/gateway-sdk.lock.txt when missing or when the lock changed.
 
-    The SDKs need numpy 2 and other versions the server venv does not hold, hence a venv of their own. uv (from
-    requirements/gateway-test.txt) installs the pinned list (about 450 MB) without resolving: 5 s from an empty cache.
+    The SDKs need numpy 2 and other versions the server venv does not hold, hence a venv of their own. uv (which
+    scripts/setup.sh installs) installs the pinned list (about 450 MB) without resolving: 5 s from an empty cache.
     """
     digest = hashlib.sha256(SDK_LOCK.read_bytes()).hexdigest()
     marker = SDK_VENV / "lock.sha256"
@@ -54,7 +54,7 @@ def sdk_python() -> Path:
         return python
     uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     if uv is None:
-        raise RuntimeError("uv is missing: `scripts/setup.sh --tests` installs it (requirements/gateway-test.txt)")
+        raise RuntimeError("uv is missing: `scripts/setup.sh` installs it (requirements/uv.txt)")
     shutil.rmtree(SDK_VENV, ignore_errors=True)
     _run([uv, "venv", "--quiet", "--python", sys._base_executable, str(SDK_VENV)], SDK_INSTALL_TIMEOUT_S)
     _run([uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps", "-r", str(SDK_LOCK)],
