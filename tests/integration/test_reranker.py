@@ -101,7 +101,9 @@ def test_http_and_grpc_agree(server):
 # the other worker's tests on the same server they would count that traffic too.
 @pytest.mark.alone
 def test_dynamic_batching_groups_concurrent_requests(server, protocol):
-    before = model_stats(server, "rerank_engine")
+    """Bursts of 24 concurrent requests until one has run a batch holding two of them in rerank_engine (at most 5):
+    the engine step batches what reaches it within its queue delay, and the preprocess step's one tokenizing thread
+    hands the requests over one at a time; 1 burst in 40 here ran every request alone."""
     queries = [f"question {i} about bread baking" for i in range(24)]
 
     def one(query: str) -> list[int]:
@@ -111,14 +113,17 @@ def test_dynamic_batching_groups_concurrent_requests(server, protocol):
         finally:
             rerank_client.close()
 
-    with ThreadPoolExecutor(max_workers=24) as pool:
-        rankings = list(pool.map(one, queries))
-    after = stats_after(server, "rerank_engine", before, len(queries))
-    inferences = after["inference_count"] - before["inference_count"]
-    executions = after["execution_count"] - before["execution_count"]
-    assert rankings == [[0, 1]] * 24
-    assert inferences == 24
-    assert executions < inferences, f"{executions} executions for {inferences} requests: nothing was batched"
+    bursts, batched = 0, False
+    while not batched and bursts < 5:
+        before = model_stats(server, "rerank_engine")
+        with ThreadPoolExecutor(max_workers=24) as pool:
+            rankings = list(pool.map(one, queries))
+        after = stats_after(server, "rerank_engine", before, len(queries))
+        assert rankings == [[0, 1]] * 24
+        assert after["inference_count"] - before["inference_count"] == 24
+        batched = after["execution_count"] - before["execution_count"] < 24
+        bursts += 1
+    assert batched, f"{bursts} bursts of 24 requests and every request ran in a batch of its own"
 
 
 def _bytes(module, name: str, array: np.ndarray):
