@@ -3,11 +3,12 @@
 The one source of truth is ``rerank_engine``'s ``engine_args`` parameter (a JSON object passed whole to vLLM) in
 ``model_repository/rerank_engine/configs/<variant>.pbtxt``. Every benchmark system reads it from there, so the
 Triton ensemble, the direct ``AsyncLLM`` and ``vllm serve`` run the same settings. A sweep point is that plus ONE
-named override (``max_num_batched_tokens=32768``, ``quantization="fp8"``, ``compilation_config={...}``): the
+named override (``max_num_batched_tokens=32768``, ``quantization="fp8"``, ``compilation_config={...}``), or one
+step parameter of the Triton system (``rerank_preprocess:tokenizer_threads=4``, the engines as committed): the
 in-process systems apply it to the dict, the Triton system gets a copy of the repository where each model's
 ``configs/<variant>.pbtxt`` (or ``config.pbtxt`` where it has none) is re-serialized into ``configs/<point>.pbtxt``
-(the engine's with the override; ``python_backends.model_repository.copy_with_variant``), started with
-``--model-config-name=<point>``.
+(the engine's with the override, a step's with its parameter; ``python_backends.model_repository.copy_with_variant``),
+started with ``--model-config-name=<point>``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,20 @@ def parse_override(text: str) -> tuple[str, object]:
         return key.strip(), value
 
 
+def split_override(override: dict) -> tuple[dict, dict[tuple[str, str], str]]:
+    """(engine arguments, step parameters) of a point's override: a key `MODEL:PARAMETER`
+    (`rerank_preprocess:tokenizer_threads=4`) sets that step's string parameter in the Triton system's copy of the
+    repository and leaves every engine alike; any other key is an engine argument."""
+    engine, steps = {}, {}
+    for key, value in override.items():
+        model, sep, parameter = key.partition(":")
+        if sep:
+            steps[(model, parameter)] = value if isinstance(value, str) else json.dumps(value)
+        else:
+            engine[key] = value
+    return engine, steps
+
+
 def point_name(key: str, value: object) -> str:
     """A sweep point's name, also a folder and a config name: letters, digits, '.', '_' and '-' only
     (`quantization="fp8"` -> `quantization-fp8`, `compilation_config={...}` -> `compilation_config-pass_config-...`)."""
@@ -44,8 +59,9 @@ def point_name(key: str, value: object) -> str:
 
 
 def engine_args(variant: str, override: dict | None = None, repository: Path = REPOSITORY) -> dict:
-    """The committed engine_args of `variant`, with the override applied."""
-    return {**repository_files.engine_args(read_config(config_path(repository, ENGINE, variant))), **(override or {})}
+    """The committed engine_args of `variant`, with the override's engine arguments applied."""
+    committed = repository_files.engine_args(read_config(config_path(repository, ENGINE, variant)))
+    return {**committed, **split_override(override or {})[0]}
 
 
 def serve_flags(args: dict) -> list[str]:

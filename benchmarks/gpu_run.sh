@@ -18,9 +18,9 @@
 # env: VLLM_VERSION (0.26.0)  MODELS ("qwen3"; also xlmr)  SYSTEMS (build,matmul,triton,async_llm,engine_step,vllm_same,
 #      vllm_default,hf; parity: the model card's recipe in fp32)  LEVELS (1,8,32,64)  PERF (perf_analyzer levels, "8";
 #      "" = none)  INVARIANCE (levels of the probes-under-load check, e.g. 1,8,32,64; "" = none)  SWEEP (";"-separated
-#      KEY=JSON engine overrides, one sweep point each)  CONFIG_POINTS (space-separated committed config variants,
-#      e.g. gpu-fp8, one point each)  OVERLOAD (Triton at this multiple of its last level's rate
-#      after the levels, 4; 0 = none)  ROUNDS (times each load system runs, alternated A B A B: 2)
+#      KEY=JSON engine overrides or MODEL:KEY=VALUE Triton step parameters, one sweep point each)  CONFIG_POINTS
+#      (space-separated committed config variants, e.g. gpu-fp8, one point each)  OVERLOAD (Triton at this multiple of
+#      its last level's rate after the levels, 4; 0 = none)  ROUNDS (times each load system runs, alternated A B A B: 2)
 #      BENCH_DEADLINE (seconds for all of it, 570)  STEP_PROBE (1: vLLM's steps timed in both systems'
 #      processes, and the preprocess step's own time; <model>.steps.txt: benchmarks/step_report.py)  BENCH_ARGS
 set -uo pipefail

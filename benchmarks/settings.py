@@ -117,7 +117,8 @@ def parse_args(argv=None, systems: tuple[str, ...] = ()):
     ap.add_argument("--vllm-python", default=sys.executable)
     ap.add_argument("--sweep", action="append", default=[], metavar="KEY=JSON",
                     help="one sweep point per use: the committed engine_args plus this one override "
-                         "(e.g. max_num_batched_tokens=32768, quantization=\"fp8\"); 'base' runs first")
+                         "(e.g. max_num_batched_tokens=32768, quantization=\"fp8\"), or one parameter of a "
+                         "Triton step, MODEL:KEY=VALUE (e.g. rerank_preprocess:tokenizer_threads=4); 'base' runs first")
     ap.add_argument("--config-point", action="append", default=[], metavar="NAME",
                     help="one point per use: a committed config variant as it is (e.g. gpu-fp8: Triton with "
                          "--model-config-name=NAME on model_repository/, the in-process systems with its engine_args); "

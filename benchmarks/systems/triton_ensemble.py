@@ -37,10 +37,11 @@ def repository(s: Settings) -> tuple[Path, str]:
     """(model repository, config name): the committed one as is, or a protobuf-written variant of it."""
     if s.device == "cuda" and not s.override:
         return ROOT / "model_repository", s.variant
-    override = {**(engine_config.CPU_ENGINE if s.device == "cpu" else {}), **s.override}
+    engine, steps = engine_config.split_override(s.override)
+    override = {**(engine_config.CPU_ENGINE if s.device == "cpu" else {}), **engine}
     kind = "KIND_CPU" if s.device == "cpu" else None
-    repo = copy_with_variant(s.work / f"repo-{s.point}", BENCH_CONFIG, base=s.variant, engine_override=override,
-                             engine_kind=kind)
+    repo = copy_with_variant(s.work / f"repo-{s.point}", BENCH_CONFIG, base=s.variant, parameters=steps,
+                             engine_override=override, engine_kind=kind)
     return repo, BENCH_CONFIG
 
 

@@ -13,12 +13,13 @@ import asyncio
 import pytest
 
 from benchmarks.corpus import Request
-from benchmarks.engine_config import point_name
+from benchmarks.engine_config import engine_args, point_name, split_override
 from benchmarks.procs import ServerProcess
 from benchmarks.run_gpu_benchmark import points
 from benchmarks.systems import invariance
 from benchmarks.systems.triton_ensemble import LOAD_FAILURE
 from benchmarks.systems.triton_stats import TRITON_MODELS, delta, timeline
+from python_backends.model_repository import PREPROCESS, config_dict, copy_with_variant, variant_file
 
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -35,6 +36,20 @@ def test_sweep_points_are_named_in_safe_characters(override, name):
     assert base == ("base", {}, "")
     assert point == name and SAFE.match(point)
     assert config == "" and len(values) == 1
+
+
+def test_a_step_parameter_point_changes_that_step_of_the_triton_copy_and_no_engine(tmp_path):
+    (base, (point, override, config)) = points(["rerank_preprocess:tokenizer_threads=4"])
+    assert (point, override, config) == ("rerank_preprocess-tokenizer_threads-4",
+                                         {"rerank_preprocess:tokenizer_threads": 4}, "")
+    assert split_override({**override, "max_num_seqs": 128}) == ({"max_num_seqs": 128},
+                                                                 {("rerank_preprocess", "tokenizer_threads"): "4"})
+    assert engine_args("gpu", override) == engine_args("gpu")  # the direct engine and `vllm serve` run as committed
+    engine, steps = split_override(override)
+    copy = copy_with_variant(tmp_path / "repo", point, base="gpu", parameters=steps, engine_override=engine)
+    preprocess = config_dict(variant_file(copy, PREPROCESS, point))["parameters"]
+    assert preprocess["tokenizer_threads"]["string_value"] == "4"
+    assert engine_args(point, repository=copy) == engine_args("gpu")
 
 
 def test_a_config_point_names_the_committed_variant():
