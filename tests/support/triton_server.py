@@ -310,6 +310,12 @@ def model_stats(server: RunningServer, model: str) -> dict:
         return json.load(response)["model_stats"][0]
 
 
+def shared_batches(stats: dict) -> int:
+    """How many batches of two requests or more the model has run, by its batch statistics (Triton records a batch
+    once the stub has answered it: read right after the answers, the count can still miss the last batch)."""
+    return sum(int(b["compute_infer"]["count"]) for b in stats.get("batch_stats", []) if int(b["batch_size"]) >= 2)
+
+
 def stats_after(server: RunningServer, model: str, before: dict, inferences: int, timeout_s: float = 10) -> dict:
     """The step's statistics once it has counted `inferences` more requests than `before`, or when timeout_s is up.
     The Python backend records a batch's statistics after the stub has sent its responses, so a client can hold the
