@@ -22,7 +22,8 @@
 #      (space-separated committed config variants, e.g. gpu-fp8, one point each)  OVERLOAD (Triton at this multiple of
 #      its last level's rate after the levels, 4; 0 = none)  ROUNDS (times each load system runs, alternated A B A B: 2)
 #      BENCH_DEADLINE (seconds for all of it, 570)  STEP_PROBE (1: vLLM's steps timed in both systems'
-#      processes, and the preprocess step's own time; <model>.steps.txt: benchmarks/step_report.py)  BENCH_ARGS
+#      processes, and the preprocess step's own time; <model>.steps.txt: benchmarks/step_report.py)  ENGINE_CPUS (with
+#      STEP_PROBE, e.g. 14-15: the engine cores on those CPUs, the rest of the run on the others)  BENCH_ARGS
 set -uo pipefail
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
@@ -61,6 +62,17 @@ if [ -n "${STEP_PROBE:-}" ]; then  # vLLM's steps timed in both systems' process
   mkdir -p /tmp/step_probe_site && echo "import benchmarks.step_probe" > /tmp/step_probe_site/sitecustomize.py
   export PYTHONPATH=/tmp/step_probe_site:$PYTHONPATH
 fi
+# ENGINE_CPUS (taskset -c notation, with STEP_PROBE): both systems' engine cores on CPUs of their own, everything else
+# of the run (the load, tritonserver and its stubs, the direct engine's front end) on the other CPUs
+pin=()
+if [ -n "${ENGINE_CPUS:-}" ]; then
+  [ -n "${STEP_PROBE:-}" ] || { say "ENGINE_CPUS needs STEP_PROBE=1: the probe moves each engine core"; return 1; }
+  export STEP_PROBE_ENGINE_CPUS=$ENGINE_CPUS
+  others=$($VPY -c 'import os, sys; from benchmarks.step_probe import cpu_list
+print(",".join(map(str, sorted(os.sched_getaffinity(0) - cpu_list(sys.argv[1])))))' "$ENGINE_CPUS")
+  pin=(taskset -c "$others")
+  say "engine cores on CPUs $ENGINE_CPUS, the rest on $others"
+fi
 # one compile cache per vLLM release for every engine of the run: the second compiled start of a model is a warm
 # one; the JSON records how full it was at the start
 export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-/tmp/vllm_cache/$VLLM_VERSION}
@@ -79,7 +91,7 @@ for model in $MODELS; do
   say "benchmark $model (deadline ${left}s)"
   export STEP_PROBE_DIR=/tmp/step_probe/$model
   # shellcheck disable=SC2086
-  $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$VLLM_VERSION/$model" \
+  "${pin[@]}" $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$VLLM_VERSION/$model" \
     --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --invariance "$INVARIANCE" --overload "$OVERLOAD" --rounds "$ROUNDS" --deadline "$left" --vllm-python "$VPY" \
     "${sweep[@]}" ${BENCH_ARGS:-} || rc=$?
   for f in benchmark.json table.txt benchmark.png; do

@@ -9,7 +9,8 @@ request on the engine step's event loop, to its scores), and the preprocess step
 and `BoundedTokenizer.encode_batch` (its documents' tokenization). Records are JSON lines in
 $STEP_PROBE_DIR/<pid>.jsonl, written every 2 s and at exit (an engine core stopped with its server never reaches its
 exit handlers: written every 10 s, a server's last level of steps was lost); `benchmarks/step_report.py` turns them
-into each request's timeline. The same probe runs in the Triton engine
+into each request's timeline. With STEP_PROBE_ENGINE_CPUS set, each engine core moves onto those CPUs before its
+first step. The same probe runs in the Triton engine
 step's processes and the direct engine's, so what it costs is paid on both sides. Only for measuring.
 """
 
@@ -26,6 +27,9 @@ import time
 
 DIR = os.environ.get("STEP_PROBE_DIR", "/tmp/step_probe")
 FLUSH_S = 2.0
+# The engine core's own CPUs ("14-15"; gpu_run.sh's ENGINE_CPUS, which starts everything else on the other CPUs):
+# an engine core moves all its threads there before its first step. Empty: nothing moves.
+ENGINE_CPUS = os.environ.get("STEP_PROBE_ENGINE_CPUS", "")
 _records: list[dict] = []
 _lock = threading.Lock()
 _state = {"pid": os.getpid(), "flushed": time.time()}
@@ -74,8 +78,27 @@ def _wrap_core(module) -> None:
     core.add_request = add_request
 
 
+def cpu_list(text: str) -> set[int]:
+    """`taskset -c` notation ("14-15", "2,5-7") as a set of CPU numbers."""
+    cpus: set[int] = set()
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def pin_process(cpus: set[int]) -> None:
+    """Every thread of this process onto `cpus` (sched_setaffinity moves one thread; threads started later inherit)."""
+    for task in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(task), cpus)
+    record(ev="pinned", cpus=sorted(cpus))
+
+
 def _timed_step(original):
     def step(self, *args, **kwargs):
+        if ENGINE_CPUS and not _state.get("pinned"):
+            _state["pinned"] = True
+            pin_process(cpu_list(ENGINE_CPUS))
         t0, cpu0 = time.time(), time.thread_time()
         out = original(self, *args, **kwargs)
         outputs = out[0] if isinstance(out, tuple) else None

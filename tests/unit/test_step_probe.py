@@ -1,0 +1,56 @@
+"""The benchmark's step probe moves an engine core onto CPUs of its own (gpu_run.sh's ENGINE_CPUS): every thread of
+the process, before its first step, once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.step_probe import cpu_list
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# An engine core's step, wrapped as the probe wraps vLLM's, in a process with a second thread started before it
+ENGINE_CORE = """
+import json, os, sys, threading
+from benchmarks import step_probe
+started = threading.Event()
+threading.Thread(target=lambda: (started.set(), threading.Event().wait(30)), daemon=True).start()
+started.wait()
+step = step_probe._timed_step(lambda self: None)
+step(None)
+step(None)
+step_probe.flush()
+print(json.dumps({task: sorted(os.sched_getaffinity(int(task))) for task in os.listdir("/proc/self/task")}))
+"""
+
+
+@pytest.mark.parametrize(("text", "cpus"), [("14-15", {14, 15}), ("2,5-7", {2, 5, 6, 7}), ("0", {0}), ("", set())])
+def test_cpu_lists_read_as_taskset_writes_them(text, cpus):
+    assert cpu_list(text) == cpus
+
+
+def test_an_engine_core_moves_every_thread_onto_its_cpus_before_its_first_step_once(tmp_path):
+    first = min(os.sched_getaffinity(0))
+    env = dict(os.environ, STEP_PROBE_ENGINE_CPUS=str(first), STEP_PROBE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", ENGINE_CORE], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    affinities = json.loads(done.stdout)
+    assert len(affinities) == 2 and all(cpus == [first] for cpus in affinities.values())
+    (records,) = tmp_path.glob("*.jsonl")
+    events = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [e["cpus"] for e in events if e["ev"] == "pinned"] == [[first]]
+    assert [e["ev"] for e in events].count("step") == 2
+
+
+def test_without_engine_cpus_nothing_moves(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "STEP_PROBE_ENGINE_CPUS"}
+    env.update(STEP_PROBE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", ENGINE_CORE], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert all(cpus == sorted(os.sched_getaffinity(0)) for cpus in json.loads(done.stdout).values())
