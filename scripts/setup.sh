@@ -35,20 +35,25 @@ pip_install() { "$VENV/bin/python" -m pip install "$@" 2>&1 | { grep -v "^WARNIN
 # uv reads no pip configuration: where packages come from in pip's (pip.conf or PIP_* variables: find-links and
 # indexes) goes to uv as its own variables, unless those are set, and uv weighs every index's versions as pip does
 # (its default takes a package from the first index that has it). Its output less the line per package.
-pip_setting() { "$VENV/bin/python" -m pip config list 2>/dev/null | sed -n "s/^[^.]*\.$1='\(.*\)'\$/\1/p" | head -1; }
 uv_links() {  # pip's find-links as uv's: comma-separated, less the folders that are missing (pip skips them, uv stops)
   local entry entries kept=()
   read -ra entries <<< "$1"
   for entry in "${entries[@]}"; do if [[ $entry == *://* ]] || [ -e "$entry" ]; then kept+=("$entry"); fi; done
   (IFS=,; echo "${kept[*]}")
 }
-uv_install() {
-  local setting variable value
+uv_sources() {  # pip's settings (read once; the environment's first, as pip weighs them) as uv's variables
+  local config setting variable value
+  config=$("$VENV/bin/python" -m pip config list 2>/dev/null)
   for setting in find-links:UV_FIND_LINKS index-url:UV_INDEX_URL extra-index-url:UV_EXTRA_INDEX_URL; do
-    variable=${setting#*:} value=$(pip_setting "${setting%%:*}")
+    variable=${setting#*:}
+    value=$(sed -n "s/^[^.]*\.${setting%%:*}='\(.*\)'\$/\1/p" <<< "$config" | head -1)
     if [ "$variable" = UV_FIND_LINKS ]; then value=$(uv_links "$value"); fi
     if [ -n "$value" ] && [ -z "${!variable:-}" ]; then export "$variable=$value"; fi
   done
+  UV_SOURCES_READ=1
+}
+uv_install() {
+  [ -n "${UV_SOURCES_READ:-}" ] || uv_sources
   "$VENV/bin/uv" pip install --python "$VENV/bin/python" --index-strategy unsafe-best-match --compile-bytecode "$@" \
     2>&1 | { grep -v "^ [-+~] " || true; }
 }
