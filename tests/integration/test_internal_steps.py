@@ -14,15 +14,11 @@ from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient
 from tests.support.tensors import text_row
-from tests.support.triton_server import model_stats, shared_batches, stats_after
+from tests.support.triton_server import rounds_until_batched
 
 QUERY, RELEVANT, IRRELEVANT = "What is the capital of France?", "Paris is the capital of France.", "Bananas are yellow."
 NEIGHBOURS = 8
-# Rounds until one has run a batch holding two of its requests. A step batches what reaches it within its queue delay
-# (preprocess 1 ms, the engine 2 ms, calibrate 0.5 ms), and the public requests reach the engine and calibrate one at
-# a time, as the preprocess step's tokenizing thread answers them: in 10-50% of the engine's rounds every request ran
-# alone (10-round samples on 2 cores, idle and both busy), so three rounds in a row did now and then.
-MAX_ROUNDS = 12
+MAX_ROUNDS = 12  # rounds until one has run a batch holding two of its requests (rounds_until_batched)
 VOCAB = 30522  # the embedded MiniLM's vocabulary
 MAX_MODEL_LEN = 256
 
@@ -116,20 +112,16 @@ def test_malformed_direct_call_fails_alone_and_batched_public_requests_succeed(s
     """The malformed request fails alone (INVALID_ARGUMENT), its public neighbours are answered right, and the step
     counts each refusal once, as invalid, in its own reranker_rejected_requests_total."""
     refused_before = _refused_invalid(server, model)
-    rounds = batched = 0
     with ThreadPoolExecutor(max_workers=NEIGHBOURS + 1) as pool:
-        while not batched and rounds < MAX_ROUNDS:
-            before = model_stats(server, model)
+        def send_round() -> None:
             bad = pool.submit(_direct, server.grpc_url, model, tensors)
             neighbours = [pool.submit(_public, server.grpc_url) for _ in range(NEIGHBOURS)]
             assert bad.result(timeout=120) == "StatusCode.INVALID_ARGUMENT", case
             assert sum(f.result(timeout=120) for f in neighbours) == NEIGHBOURS, case
-            after = stats_after(server, model, before, NEIGHBOURS)
-            # Only the public requests are counted: Triton 2.51 counts a request its model answered with an error in
-            # inference_count in some batches and not in others (CI saw 0 to 3 of 3 bad calibrate requests counted).
-            assert after["inference_count"] - before["inference_count"] >= NEIGHBOURS
-            batched = shared_batches(after) > shared_batches(before)
-            rounds += 1
+        counts, batched = rounds_until_batched(server, model, send_round, NEIGHBOURS, MAX_ROUNDS)
+    # Only the public requests are counted: Triton 2.51 counts a request its model answered with an error in
+    # inference_count in some batches and not in others (CI saw 0 to 3 of 3 bad calibrate requests counted).
+    assert all(count >= NEIGHBOURS for count in counts), counts
     assert batched, f"{MAX_ROUNDS} rounds and every request ran in a batch of its own"
-    assert _refused_invalid(server, model) - refused_before == rounds
+    assert _refused_invalid(server, model) - refused_before == len(counts)
     assert server.is_alive()

@@ -11,7 +11,7 @@ from tritonclient.utils import InferenceServerException
 
 from reranker_client import RerankClient, build_inputs
 from reranker_client import protocol_module as _protocol_module
-from tests.support.triton_server import model_stats, shared_batches, stats_after
+from tests.support.triton_server import rounds_until_batched
 
 KNOWN = [
     (
@@ -101,9 +101,8 @@ def test_http_and_grpc_agree(server):
 # the other worker's tests on the same server they would count that traffic too.
 @pytest.mark.alone
 def test_dynamic_batching_groups_concurrent_requests(server, protocol):
-    """Bursts of 24 concurrent requests until one has run a batch holding two of them in rerank_engine (at most 5):
-    the engine step batches what reaches it within its queue delay, and the preprocess step's one tokenizing thread
-    hands the requests over one at a time; 1 burst in 40 here ran every request alone."""
+    """Bursts of 24 concurrent requests until one has run a batch holding two of them in rerank_engine (at most 5:
+    rounds_until_batched says why one burst may not)."""
     queries = [f"question {i} about bread baking" for i in range(24)]
 
     def one(query: str) -> list[int]:
@@ -113,17 +112,13 @@ def test_dynamic_batching_groups_concurrent_requests(server, protocol):
         finally:
             rerank_client.close()
 
-    bursts, batched = 0, False
-    while not batched and bursts < 5:
-        before = model_stats(server, "rerank_engine")
+    def burst() -> None:
         with ThreadPoolExecutor(max_workers=24) as pool:
-            rankings = list(pool.map(one, queries))
-        after = stats_after(server, "rerank_engine", before, len(queries))
-        assert rankings == [[0, 1]] * 24
-        assert after["inference_count"] - before["inference_count"] == 24
-        batched = shared_batches(after) > shared_batches(before)
-        bursts += 1
-    assert batched, f"{bursts} bursts of 24 requests and every request ran in a batch of its own"
+            assert list(pool.map(one, queries)) == [[0, 1]] * 24
+
+    counts, batched = rounds_until_batched(server, "rerank_engine", burst, len(queries), 5)
+    assert counts == [24] * len(counts)
+    assert batched, f"{len(counts)} bursts of 24 requests and every request ran in a batch of its own"
 
 
 def _bytes(module, name: str, array: np.ndarray):
