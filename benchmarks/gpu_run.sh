@@ -23,7 +23,12 @@
 #      its last level's rate after the levels, 4; 0 = none)  ROUNDS (times each load system runs, alternated A B A B: 2)
 #      BENCH_DEADLINE (seconds for all of it, 570)  STEP_PROBE (1: vLLM's steps timed in both systems'
 #      processes, and the preprocess step's own time; <model>.steps.txt: benchmarks/step_report.py)  ENGINE_CPUS (with
-#      STEP_PROBE, e.g. 14-15: the engine cores on those CPUs, the rest of the run on the others)  BENCH_ARGS
+#      STEP_PROBE, e.g. 14-15: the engine cores on those CPUs, the rest of the run on the others)  STEP_PROBE_PROFILE
+#      (with STEP_PROBE, 1: each engine core's steps under cProfile, its top functions in <model>.steps.txt; slows
+#      the steps it times)  BENCH_ARGS
+# A run with ENGINE_CPUS or STEP_PROBE_PROFILE keeps its results apart from the plain runs' (its own --work folder,
+# which a later invocation of the same conditions continues: SYSTEMS=rest, --no-base), at the price of building the
+# checkpoint there once more (Qwen3 ~30 s).
 set -uo pipefail
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
@@ -90,8 +95,9 @@ for model in $MODELS; do
   left=$(( (DEADLINE - $(el) - 10) / n )); n=$((n - 1))
   say "benchmark $model (deadline ${left}s)"
   export STEP_PROBE_DIR=/tmp/step_probe/$model
+  work=/tmp/bench/$VLLM_VERSION/$model${ENGINE_CPUS:+-engine-cpus-$ENGINE_CPUS}${STEP_PROBE_PROFILE:+-profiled}
   # shellcheck disable=SC2086
-  "${pin[@]}" $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "/tmp/bench/$VLLM_VERSION/$model" \
+  "${pin[@]}" $VPY benchmarks/run_gpu_benchmark.py --model "$model" --out "/tmp/bench_out/$model" --work "$work" \
     --systems "$SYSTEMS" --concurrency "$LEVELS" --perf-analyzer "$PERF" --invariance "$INVARIANCE" --overload "$OVERLOAD" --rounds "$ROUNDS" --deadline "$left" --vllm-python "$VPY" \
     "${sweep[@]}" ${BENCH_ARGS:-} || rc=$?
   for f in benchmark.json table.txt benchmark.png; do

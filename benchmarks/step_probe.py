@@ -10,7 +10,9 @@ and `BoundedTokenizer.encode_batch` (its documents' tokenization). Records are J
 $STEP_PROBE_DIR/<pid>.jsonl, written every 2 s and at exit (an engine core stopped with its server never reaches its
 exit handlers: written every 10 s, a server's last level of steps was lost); `benchmarks/step_report.py` turns them
 into each request's timeline. With STEP_PROBE_ENGINE_CPUS set, each engine core moves onto those CPUs before its
-first step. The same probe runs in the Triton engine
+first step. With STEP_PROBE_PROFILE=1 each engine core's steps also run under cProfile, its statistics written to
+$STEP_PROBE_DIR/<pid>.prof (what a step's CPU time is spent on; step_report prints the top of each). The same probe
+runs in the Triton engine
 step's processes and the direct engine's, so what it costs is paid on both sides. Only for measuring.
 """
 
@@ -30,6 +32,10 @@ FLUSH_S = 2.0
 # The engine core's own CPUs ("14-15"; gpu_run.sh's ENGINE_CPUS, which starts everything else on the other CPUs):
 # an engine core moves all its threads there before its first step. Empty: nothing moves.
 ENGINE_CPUS = os.environ.get("STEP_PROBE_ENGINE_CPUS", "")
+# Each engine core's steps under cProfile (it slows what it measures: a separate reading from the timed ones); the
+# statistics are rewritten every PROFILE_WRITE_S, as an engine core stopped with its server never reaches atexit.
+PROFILE = os.environ.get("STEP_PROBE_PROFILE", "") not in ("", "0")
+PROFILE_WRITE_S = 5.0
 _records: list[dict] = []
 _lock = threading.Lock()
 _state = {"pid": os.getpid(), "flushed": time.time()}
@@ -94,7 +100,36 @@ def pin_process(cpus: set[int]) -> None:
     record(ev="pinned", cpus=sorted(cpus))
 
 
+def _profiled(original):
+    """`original` (an engine core's step) run under one cProfile.Profile, written to <pid>.prof now and then."""
+    import cProfile
+
+    profiler = cProfile.Profile()
+    written = time.time()
+
+    def step(self, *args, **kwargs):
+        nonlocal written
+        profiler.enable()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            profiler.disable()
+            if time.time() - written > PROFILE_WRITE_S:
+                write_profile(profiler)
+                written = time.time()
+    atexit.register(write_profile, profiler)
+    return step
+
+
+def write_profile(profiler) -> None:
+    os.makedirs(DIR, exist_ok=True)
+    profiler.dump_stats(f"{DIR}/{os.getpid()}.prof")
+
+
 def _timed_step(original):
+    if PROFILE:
+        original = _profiled(original)
+
     def step(self, *args, **kwargs):
         if ENGINE_CPUS and not _state.get("pinned"):
             _state["pinned"] = True

@@ -10,7 +10,8 @@ step's stub, the direct engine's benchmark child), the requests answered alone (
   before      that start to the first sequence handed to the engine core (the prompts built)
   after       the front end's answer to the request's scores (its outputs gathered, the scores computed)
 
-and per preprocess process, the medians of a request's `run` (parse and encode), `encode` and `tokenize` (the
+per engine core profiled (STEP_PROBE_PROFILE=1), the functions with the most own time in its steps; and per
+preprocess process, the medians of a request's `run` (parse and encode), `encode` and `tokenize` (the
 documents' batch tokenization, summed over its rounds), in ms: what of the step's time from `execute` to its answer
 is its own code, the rest being Triton's and the response's. Per engine core, its full steps (a whole
 `max_num_batched_tokens` of tokens, the steps of a saturated level): their wall and CPU time, the same work in both
@@ -34,6 +35,7 @@ FIELDS = ("submit", "nsteps", "step_ms", "last_step", "back", "total")
 STEP_FIELDS = ("hop", "before", "after")
 MIN_FULL_STEPS = 5
 FULL_SHARE = 0.95
+PROFILE_TOP = 15  # functions shown per profiled engine core
 
 
 def load(folder: str) -> dict[int, list[dict]]:
@@ -119,6 +121,21 @@ def full_steps(records: list[dict]) -> tuple[int, dict[str, list[float]]] | None
     return budget, {"wall": [(s["t1"] - s["t0"]) * 1e3 for s in full], "cpu": [s["cpu_ms"] for s in full]}
 
 
+def profile_lines(path: str) -> list[str]:
+    """The PROFILE_TOP functions with the most own time in one engine core's profiled steps: own seconds, their
+    share of all own time, calls, cumulative seconds."""
+    import pstats
+
+    stats = pstats.Stats(path).stats
+    total = sum(own for _, _, own, _, _ in stats.values()) or 1.0
+    top = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:PROFILE_TOP]
+    lines = [f"  profile: {total:.2f} s own time in its steps; own s, share, calls, cumulative s"]
+    for (file, line, name), (_, calls, own, cumulative, _) in top:
+        where = f"{'/'.join(file.split('/')[-3:])}:{line}({name})"
+        lines.append(f"  {own:8.3f} {own / total:6.1%} {calls:8d} {cumulative:8.3f}  {where}")
+    return lines
+
+
 def _medians(values: dict[str, list[float]]) -> str:
     return ", ".join(f"{name} {percentile(sorted(v), 50):.2f} ({percentile(sorted(v), 10):.2f}, "
                      f"{percentile(sorted(v), 90):.2f})" for name, v in values.items())
@@ -138,6 +155,8 @@ def report(folder: str, min_sequences: int) -> str:
             tokens, full = full
             out.append(f"engine core {pid}: {len(full['wall'])} full steps (of up to {tokens} tokens); "
                        "ms, median (p10, p90): " + _medians(full))
+        if os.path.isfile(f"{folder}/{pid}.prof"):
+            out += profile_lines(f"{folder}/{pid}.prof")
         rows = request_rows(records, core_of, processes, min_sequences)
         if not rows:
             continue

@@ -1,5 +1,5 @@
 """The benchmark's step probe moves an engine core onto CPUs of its own (gpu_run.sh's ENGINE_CPUS): every thread of
-the process, before its first step, once."""
+the process, before its first step, once; and profiles its steps (STEP_PROBE_PROFILE), which step_report prints."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.step_probe import cpu_list
+from benchmarks.step_report import PROFILE_TOP, profile_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,3 +55,35 @@ def test_without_engine_cpus_nothing_moves(tmp_path):
     done = subprocess.run([sys.executable, "-c", ENGINE_CORE], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert all(cpus == sorted(os.sched_getaffinity(0)) for cpus in json.loads(done.stdout).values())
+
+
+# An engine core whose step spends its time in one function of its own
+PROFILED_CORE = """
+from benchmarks import step_probe
+def sum_of_squares(n):
+    return sum(i * i for i in range(n))
+step = step_probe._timed_step(lambda self: sum_of_squares(200000))
+for _ in range(3):
+    step(None)
+"""
+
+
+def test_profiled_steps_are_written_at_exit_and_their_own_time_reported(tmp_path):
+    env = dict(os.environ, STEP_PROBE_PROFILE="1", STEP_PROBE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", PROFILED_CORE], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (profile,) = tmp_path.glob("*.prof")
+    head, *lines = profile_lines(str(profile))
+    assert head.startswith("  profile: ") and 1 < len(lines) <= PROFILE_TOP
+    columns = (line.split(None, 4) for line in lines)  # own s, share, calls, cumulative s, file:line(function)
+    calls = {where.rsplit("(", 1)[1].rstrip(")"): int(count) for _, _, count, _, where in columns}
+    assert lines[0].endswith("(<genexpr>)") and calls["<genexpr>"] == 3 * 200_001  # the most own time first
+    assert calls["sum_of_squares"] == 3  # once a step
+
+
+def test_without_profile_no_statistics_are_written(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "STEP_PROBE_PROFILE"}
+    env.update(STEP_PROBE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", PROFILED_CORE], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not list(tmp_path.glob("*.prof"))
