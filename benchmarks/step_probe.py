@@ -100,30 +100,35 @@ def pin_process(cpus: set[int]) -> None:
     record(ev="pinned", cpus=sorted(cpus))
 
 
+def _profiler():
+    """The process's one cProfile.Profile of its steps, whichever step function vLLM runs (both are wrapped): made at
+    the first step and written at exit, so that no second, idle profile overwrites its file."""
+    if "profiler" not in _state:
+        import cProfile
+
+        _state["profiler"], _state["profile_written"] = cProfile.Profile(), time.time()
+        atexit.register(_write_profile)
+    return _state["profiler"]
+
+
+def _write_profile() -> None:
+    os.makedirs(DIR, exist_ok=True)
+    _state["profiler"].dump_stats(f"{DIR}/{os.getpid()}.prof")
+    _state["profile_written"] = time.time()
+
+
 def _profiled(original):
-    """`original` (an engine core's step) run under one cProfile.Profile, written to <pid>.prof now and then."""
-    import cProfile
-
-    profiler = cProfile.Profile()
-    written = time.time()
-
+    """`original` (an engine core's step) run under the process's profiler, written to <pid>.prof now and then."""
     def step(self, *args, **kwargs):
-        nonlocal written
+        profiler = _profiler()
         profiler.enable()
         try:
             return original(self, *args, **kwargs)
         finally:
             profiler.disable()
-            if time.time() - written > PROFILE_WRITE_S:
-                write_profile(profiler)
-                written = time.time()
-    atexit.register(write_profile, profiler)
+            if time.time() - _state["profile_written"] > PROFILE_WRITE_S:
+                _write_profile()
     return step
-
-
-def write_profile(profiler) -> None:
-    os.makedirs(DIR, exist_ok=True)
-    profiler.dump_stats(f"{DIR}/{os.getpid()}.prof")
 
 
 def _timed_step(original):
