@@ -109,8 +109,8 @@ class ScoreKind:
     def params(self, types: np.ndarray) -> Any:
         raise NotImplementedError
 
-    def sequence_scores(self, pooled: list[Any]) -> np.ndarray:
-        """`pooled`: vLLM's output tensor of each sequence of one request, in order."""
+    def sequence_scores(self, pooled: np.ndarray) -> np.ndarray:
+        """`pooled`: vLLM's output of each sequence of one request, in order, one float32 row each."""
         raise NotImplementedError
 
 
@@ -118,13 +118,6 @@ def first_segment_b(types: np.ndarray) -> int | None:
     """Where segment B starts in BERT token types (zeros then ones); None when there is no segment B."""
     ones = np.flatnonzero(types)
     return int(ones[0]) if ones.size else None
-
-
-def as_float32(data: Any) -> np.ndarray:
-    """A pooled output (a torch tensor, possibly bfloat16, which numpy cannot read) as float32 numpy."""
-    if hasattr(data, "float"):
-        data = data.float().cpu().numpy()
-    return np.asarray(data, dtype=np.float32).reshape(-1)
 
 
 class ClassifierLogit(ScoreKind):
@@ -144,8 +137,8 @@ class ClassifierLogit(ScoreKind):
             return start
         return start, len(types)
 
-    def sequence_scores(self, pooled: list[Any]) -> np.ndarray:
-        return np.asarray([as_float32(data)[0] for data in pooled], dtype=np.float32)
+    def sequence_scores(self, pooled: np.ndarray) -> np.ndarray:
+        return pooled[:, 0]
 
 
 class ModelFamily:

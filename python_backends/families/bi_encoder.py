@@ -10,7 +10,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from ..encoding.tokenization import EncodedRequest, EncoderBase, LongDocuments, flatten_documents, query_budget_error
-from .base import Checkpoint, ModelFamily, ScoreKind, UnsupportedModelError, as_float32
+from .base import Checkpoint, ModelFamily, ScoreKind, UnsupportedModelError
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,8 @@ class CosineToQuery(ScoreKind):
     def params(self, types: np.ndarray) -> Any:
         return self._params(task=self.task)  # the model's own normalisation; cosine is scale-free anyway
 
-    def sequence_scores(self, pooled: list[Any]) -> np.ndarray:
-        return cosine_to_first(np.stack([as_float32(data) for data in pooled]))
+    def sequence_scores(self, pooled: np.ndarray) -> np.ndarray:
+        return cosine_to_first(pooled)
 
 
 class BiEncoder(ModelFamily):
