@@ -28,10 +28,10 @@ from python_backends.model_repository import (
 
 # One GPU's engine, as the committed GPU variants run it: compiled, bf16, 85% of the GPU's memory, small requests
 # scheduled first (the engine step gives each request's sequences its size as priority), a request's sequences
-# queued together (python_backends/engine/scheduler.py).
+# queued together (python_backends/engine/scheduler.py), vLLM's own statistics off (rerank_engine/config.pbtxt says why).
 GPU_ENGINE_ARGS = {"dtype": "bfloat16", "max_num_batched_tokens": 65536, "max_num_seqs": 256,
                    "scheduling_policy": "priority", "scheduler_cls": "python_backends.engine.scheduler.WholeRequestScheduler",
-                   "gpu_memory_utilization": 0.85, "enforce_eager": False}
+                   "disable_log_stats": True, "gpu_memory_utilization": 0.85, "enforce_eager": False}
 GPU_PARAMETERS = {
     "rerank_preprocess": {"batch_token_budget": "10485760", "tokenizer_threads": "12"},
     "rerank_engine": {"model_sha256": "{}", "max_inflight_tokens": "524288",
