@@ -174,13 +174,14 @@ def test_no_requirement_on_vllm():
 
 def test_every_third_party_import_is_declared():
     """Each top-level module the package imports belongs to a distribution pyproject.toml declares itself (not
-    one that merely comes along with another): vLLM excepted, which the environment brings, and
-    triton_python_backend_utils, the stub's."""
+    one that merely comes along with another): vLLM excepted, which the environment brings, torch, which comes with
+    vLLM (the engine step stacks vLLM's output tensors; a requirement on it would make pip replace the image's CUDA
+    build, as one on vllm would), and triton_python_backend_utils, the stub's."""
     owners = md.packages_distributions()
     declared = declared_distributions()
     undeclared = {}
     for package in ("python_backends", "reranker_client", "gateway"):
-        for module in third_party_imports(package) - {"vllm"}:
+        for module in third_party_imports(package) - {"vllm", "torch"}:
             dists = {d.lower().replace("_", "-") for d in owners.get(module, [])}
             if not dists & declared:
                 undeclared[module] = sorted(dists)
