@@ -70,8 +70,8 @@ def _import_vllm(settings: EngineSettings, device_id: int | None) -> Any:
 
 def rendered_tokens(token_ids: list[int]) -> dict[str, Any]:
     """One sequence as vLLM's rendered token input (`vllm.inputs.TokensInput`), which AsyncLLM takes as it is. A
-    `TokensPrompt` goes through vLLM's input preprocessor first, a raw prompt's path (from vLLM 0.32 on, a trip to a
-    thread pool per sequence) that a request's whole hand-over waits for. The ids are already checked here."""
+    `TokensPrompt` goes through vLLM's input preprocessor first, a raw prompt's path (in vLLM 0.32 a trip to a thread
+    pool per sequence) that a request's whole hand-over waits for. The ids are already checked here."""
     return {"type": "token", "prompt_token_ids": token_ids}
 
 
