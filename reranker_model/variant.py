@@ -32,10 +32,11 @@ from python_backends.model_repository import (
 GPU_ENGINE_ARGS = {"dtype": "bfloat16", "max_num_batched_tokens": 65536, "max_num_seqs": 256,
                    "scheduling_policy": "priority", "scheduler_cls": "python_backends.engine.scheduler.WholeRequestScheduler",
                    "disable_log_stats": True, "gpu_memory_utilization": 0.85, "enforce_eager": False}
+# The engine core is spawned, a fresh python3, not forked from the stub (rerank_engine/configs/gpu.pbtxt says why).
 GPU_PARAMETERS = {
     "rerank_preprocess": {"batch_token_budget": "10485760", "tokenizer_threads": "12"},
     "rerank_engine": {"model_sha256": "{}", "max_inflight_tokens": "524288",
-                      "vllm_env": json.dumps({"VLLM_NO_USAGE_STATS": "1"})},
+                      "vllm_env": json.dumps({"VLLM_NO_USAGE_STATS": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"})},
 }
 # vLLM reads it in the engine's processes; the engine step sets vllm_env before it imports vLLM (compute capability
 # >= 9.0 per vLLM's docs)
