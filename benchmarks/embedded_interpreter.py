@@ -106,14 +106,16 @@ def run_pair(commands: list[list[str]], cpus: list[int]) -> list[float]:
     # the embedded interpreter does not know this environment's packages: it gets this interpreter's path
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, sys.path)]),
            "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}  # 1024 tokens over the tiny model's 256: it only validates
-    running = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    logs = [tempfile.TemporaryFile("w+") for _ in commands]  # files, not pipes: a full pipe would stall a side
+    running = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
                                 preexec_fn=lambda cpu=cpu: os.sched_setaffinity(0, {cpu}))
-               for command, cpu in zip(commands, cpus)]
+               for command, cpu, log in zip(commands, cpus, logs)]
     medians = []
-    for process in running:
+    for process, log in zip(running, logs):
         out, _ = process.communicate()
-        if process.returncode:
-            raise SystemExit(f"{process.args[0]} failed ({process.returncode})")
+        if process.returncode:  # the end of its traceback: why, without a second run to find out
+            log.seek(0)
+            raise SystemExit(f"{process.args[0]} failed ({process.returncode}):\n" + "".join(log.readlines()[-15:]))
         medians.append(statistics.median(json.loads(out.strip().splitlines()[-1])["ms_per_step"]))
     return medians
 
