@@ -38,12 +38,14 @@ def pooling_params(types: list[int] | None):
 
 
 async def pooled(engine, token_ids: list[list[int]], types: list[list[int]] | None, request_id: str) -> list:
-    """vLLM's pooled output of each sequence of one request, all handed to `engine.encode` at once, in order."""
-    from vllm.inputs import TokensPrompt
+    """vLLM's pooled output of each sequence of one request, all handed to `engine.encode` at once, in order, in the
+    form the engine step hands them over (`rendered_tokens`: AsyncLLM takes it as it is, where a `TokensPrompt` goes
+    through vLLM's input preprocessor first), so that the peer's hand-over is no slower than the step's."""
+    from python_backends.engine.step import rendered_tokens
 
     async def one(i: int):
         final = None
-        async for out in engine.encode(TokensPrompt(prompt_token_ids=token_ids[i]),
+        async for out in engine.encode(rendered_tokens(token_ids[i]),
                                        pooling_params(types[i] if types else None), f"{request_id}-{i}"):
             final = out
         return final.outputs.data
