@@ -52,7 +52,7 @@ stop_one() {  # stop_one PID_FILE
   # shellcheck disable=SC2086
   remove_semaphores_of $members  # a process killed cannot unlink its own
   # nor could the engines' guards, killed with the group, remove their engines' socket directories
-  # (python_backends/engine/ipc_dir.py)
+  # (python_backends/engine/ipc_dir.py: its SUFFIX, which tests/unit/test_ipc_dir.py holds this line to)
   local port="${1##*/server-}"
   rm -rf "${TMPDIR:-/tmp}/$(shm_prefix "${port%.pid}")vllm-ipc-"*
   echo "stop_server: not stopped after $GRACE_S s; killed"

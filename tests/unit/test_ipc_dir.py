@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from python_backends.engine.ipc_dir import ENV, private_ipc_dir, remove_ipc_dirs
+from python_backends.engine.ipc_dir import ENV, SUFFIX, private_ipc_dir, remove_ipc_dirs
 from tests.support.triton_server import ROOT
 
 # Run by a link to Python named triton_python_backend_stub with a region as its command line's third word, it is a
@@ -51,3 +51,9 @@ def test_outside_a_stub_the_directory_has_no_servers_name_and_is_named_to_vllm_o
     with pytest.raises(RuntimeError), private_ipc_dir() as failed:
         raise RuntimeError("the engine did not start")
     assert not Path(failed).exists() and os.environ[ENV] == "/the/callers/own"
+
+
+def test_the_stop_script_removes_the_directories_this_module_names():
+    """scripts/stop_server.sh, which runs without the project's Python, spells the directories' suffix itself."""
+    script = (ROOT / "scripts" / "stop_server.sh").read_text()
+    assert f'rm -rf "${{TMPDIR:-/tmp}}/$(shm_prefix "${{port%.pid}}"){SUFFIX}"*' in script
